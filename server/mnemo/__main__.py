@@ -1,0 +1,3 @@
+from mnemo.cli import main
+
+raise SystemExit(main())
