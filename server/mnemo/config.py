@@ -1,0 +1,193 @@
+"""Typed settings read from ``mnemo.toml``.
+
+Every setting has a default. A file that does not parse, an unknown key or a value of the wrong type or
+range never stops mnemo: the problem is reported as a :class:`ConfigProblem` naming the key, and the
+default is used for that key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+CONFIG_FILE = "mnemo.toml"
+
+
+@dataclass
+class IndexSettings:
+    dir: str = ".mnemo"
+    """Folder, relative to the workspace, that holds the index (a rebuildable cache)."""
+    extra_paths: list[str] = field(default_factory=list)
+    """Further folders of Markdown (relative to the workspace) indexed as evergreen memory."""
+    ignore: list[str] = field(default_factory=lambda: ["node_modules", ".git", ".mnemo", ".venv"])
+    """Glob patterns of paths never indexed (matched against each path component and the whole path)."""
+    max_file_bytes: int = 5_000_000
+    """Larger files are skipped with a warning instead of being indexed."""
+    include_sessions: bool = True
+    """Index session transcripts (sessions/*.jsonl) as their own search source."""
+
+
+@dataclass
+class ChunkingSettings:
+    target_tokens: int = 256
+    """Chunk size aimed at, in model tokens (200-400 recommended; see docs/benchmarks.md)."""
+    overlap: float = 0.2
+    """Fraction of a chunk repeated at the start of the next one when a section is split."""
+
+
+@dataclass
+class EmbeddingSettings:
+    provider: Literal["local", "openai", "none"] = "local"
+    """local: llama.cpp on this machine; openai: an OpenAI-compatible /v1/embeddings endpoint; none: BM25 only."""
+    model_path: str = ""
+    """A GGUF embedding model. Empty: all-MiniLM-L6-v2, converted to GGUF from its PyPI wheel on first use."""
+    threads: int = 0
+    """CPU threads for local embeddings; 0 picks the number of cores."""
+    endpoint: str = "http://127.0.0.1:11434/v1"
+    """Base URL of the OpenAI-compatible endpoint (provider = "openai")."""
+    model: str = "nomic-embed-text"
+    """Model name sent to the OpenAI-compatible endpoint."""
+    api_key_env: str = "MNEMO_EMBEDDING_API_KEY"
+    """Environment variable holding the endpoint's API key (never logged, never stored in the index)."""
+    batch_size: int = 32
+    timeout_s: float = 30.0
+    max_retries: int = 4
+
+
+@dataclass
+class SearchSettings:
+    max_results: int = 6
+    min_score: float = 0.35
+    vector_weight: float = 0.7
+    text_weight: float = 0.3
+    half_life_days: float = 30.0
+    decay: Literal["supersede", "multiplicative", "off"] = "supersede"
+    """supersede: recency orders near-ties and lets a newer similar memory win, never buries a unique match;
+    multiplicative: the reference system's plain exp(-ln2/halfLife x age); off: no decay."""
+    memory_weight: float = 1.5
+    """Multiplier for hits in MEMORY.md."""
+    mmr_lambda: float = 0.7
+    mmr: bool = True
+    snippet_chars: int = 700
+
+
+@dataclass
+class ServerSettings:
+    debounce_ms: int = 250
+    """Quiet time after the last keystroke before an unsaved buffer is re-indexed."""
+    code_lens: bool = True
+
+
+@dataclass
+class Settings:
+    index: IndexSettings = field(default_factory=IndexSettings)
+    chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
+    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"mnemo.toml: {self.key}: {self.message}"
+
+
+_RANGES: dict[str, tuple[float, float]] = {
+    "index.max_file_bytes": (1_000, 1_000_000_000),
+    "chunking.target_tokens": (32, 2_000),
+    "chunking.overlap": (0.0, 0.5),
+    "embedding.threads": (0, 256),
+    "embedding.batch_size": (1, 2048),
+    "embedding.timeout_s": (0.1, 600.0),
+    "embedding.max_retries": (0, 20),
+    "search.max_results": (1, 200),
+    "search.min_score": (0.0, 1.0),
+    "search.vector_weight": (0.0, 1.0),
+    "search.text_weight": (0.0, 1.0),
+    "search.half_life_days": (0.1, 100_000.0),
+    "search.memory_weight": (0.0, 100.0),
+    "search.mmr_lambda": (0.0, 1.0),
+    "search.snippet_chars": (50, 100_000),
+    "server.debounce_ms": (0, 60_000),
+}
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    """Return ``value`` as the type ``hint`` asks for, or raise ValueError with a reason."""
+    origin = get_origin(hint)
+    if origin is Literal:
+        choices = get_args(hint)
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(map(repr, choices))}, got {value!r}")
+        return value
+    if origin is list:
+        (item,) = get_args(hint)
+        if not isinstance(value, list) or not all(isinstance(v, item) for v in value):
+            raise ValueError(f"expected a list of {item.__name__}, got {value!r}")
+        return list(value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {value!r}")
+    elif hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"expected a number, got {value!r}")
+        value = float(value)
+    elif hint is str:
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, got {value!r}")
+    bounds = _RANGES.get(key)
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        raise ValueError(f"{value!r} is out of range [{bounds[0]}, {bounds[1]}]")
+    return value
+
+
+def settings_from_dict(raw: dict[str, Any]) -> tuple[Settings, list[ConfigProblem]]:
+    """Build settings from parsed TOML; every bad key is reported and falls back to its default."""
+    settings = Settings()
+    problems: list[ConfigProblem] = []
+    sections = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+    for section_name, section_value in raw.items():
+        section = sections.get(section_name)
+        if section is None:
+            problems.append(ConfigProblem(section_name, f"unknown section (known: {', '.join(sections)})"))
+            continue
+        if not isinstance(section_value, dict):
+            problems.append(ConfigProblem(section_name, "expected a table like [" + section_name + "]"))
+            continue
+        hints = get_type_hints(type(section))
+        for key, value in section_value.items():
+            full = f"{section_name}.{key}"
+            if key not in hints:
+                problems.append(ConfigProblem(full, f"unknown setting (known: {', '.join(hints)})"))
+                continue
+            try:
+                setattr(section, key, _coerce(full, value, hints[key]))
+            except ValueError as exc:
+                default = getattr(type(section)(), key)
+                problems.append(ConfigProblem(full, f"{exc}; using the default {default!r}"))
+    return settings, problems
+
+
+def load_settings(workspace: Path) -> tuple[Settings, list[ConfigProblem]]:
+    """Read ``workspace/mnemo.toml``; a missing file means defaults, a broken one is reported."""
+    path = workspace / CONFIG_FILE
+    if not path.is_file():
+        return Settings(), []
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return Settings(), [ConfigProblem("(file)", f"cannot be parsed ({exc}); using all defaults")]
+    except OSError as exc:
+        return Settings(), [ConfigProblem("(file)", f"cannot be read ({exc}); using all defaults")]
+    return settings_from_dict(raw)
