@@ -1,0 +1,76 @@
+"""Pick and build the embedder that ``[embedding]`` in mnemo.toml asks for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .base import Embedder, EmbeddingError, FloatArray, default_cache_dir, heuristic_token_count
+
+if TYPE_CHECKING:
+    from mnemo.config import EmbeddingSettings
+
+
+class NoneEmbedder:
+    """provider = "none": BM25-only search. ``dims`` is 0 and :meth:`embed` returns an empty
+    ``[len(texts), 0]`` float32 array (it never raises), so callers need no special case to stay safe."""
+
+    provider = "none"
+    model = "none"
+
+    @property
+    def dims(self) -> int:
+        return 0
+
+    @property
+    def max_tokens(self) -> int:
+        return 512
+
+    def count_tokens(self, text: str) -> int:
+        return heuristic_token_count(text)
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single str")
+        return np.zeros((len(texts), 0), dtype=np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+def build_embedder(settings: EmbeddingSettings, cache_dir: Path | None = None) -> Embedder:
+    """Build the configured embedder without loading any model (that happens on first use).
+
+    ``cache_dir`` is mnemo's cache root (default: ``$MNEMO_CACHE_DIR``, else the user cache folder);
+    the converted default model goes to ``<cache_dir>/models/``.
+    Raises EmbeddingError when the provider cannot work at all (e.g. llama-cpp-python missing).
+    """
+    if settings.provider == "none":
+        return NoneEmbedder()
+    if settings.provider == "openai":
+        from .openai_compat import OpenAIEmbedder
+
+        if not settings.endpoint.strip():
+            raise EmbeddingError("embedding.endpoint is empty: set the URL of an OpenAI-compatible API")
+        return OpenAIEmbedder(settings)
+    if settings.provider == "local":
+        from .local import LocalEmbedder, llama_cpp_available
+
+        if not llama_cpp_available():
+            raise EmbeddingError(
+                "Local embeddings need llama-cpp-python, which is not installed: run `make install` "
+                "(or set embedding.provider = 'openai' or 'none' in mnemo.toml)."
+            )
+        model_path = Path(settings.model_path).expanduser() if settings.model_path.strip() else None
+        if model_path is not None and not model_path.is_file():
+            raise EmbeddingError(f"embedding.model_path: no such file: {model_path}")
+        return LocalEmbedder(
+            model_path=model_path,
+            threads=settings.threads,
+            models_dir=default_cache_dir(cache_dir) / "models",
+            batch_size=settings.batch_size,
+        )
+    raise EmbeddingError(f"embedding.provider: unknown provider {settings.provider!r}")

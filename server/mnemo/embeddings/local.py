@@ -1,0 +1,283 @@
+"""Local embeddings with llama.cpp (through llama-cpp-python) from a GGUF model.
+
+The default model, all-MiniLM-L6-v2, is converted from its PyPI wheel into the cache folder on first
+use (see :mod:`mnemo.embeddings.gguf_convert`). Nothing is loaded before the first call that needs the
+model. A text longer than the model's context is tokenized once, cut into windows that each fit, and
+the windows' vectors are averaged (weighted by length) and re-normalised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.util
+import io
+import json
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import EmbeddingError, FloatArray, embed_windowed
+from .gguf_convert import DEFAULT_CONTEXT, DEFAULT_MODEL_NAME, ensure_default_gguf, sha256_file
+
+log = logging.getLogger(__name__)
+_llama_log = logging.getLogger("mnemo.embeddings.llama_cpp")
+
+MAX_CONTEXT = 8192
+"""Upper bound on the context we allocate, whatever the model was trained for."""
+
+_log_callback: Any = None  # keeps the ctypes callback alive for as long as the process runs
+
+
+def llama_cpp_available() -> bool:
+    """True when llama-cpp-python is installed (checked without importing it)."""
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def _install_quiet_logging() -> None:
+    """Route llama.cpp's and ggml's log lines to Python logging (DEBUG) instead of stderr."""
+    global _log_callback
+    if _log_callback is not None:
+        return
+    import llama_cpp
+    import llama_cpp.llama
+
+    @llama_cpp.llama_log_callback
+    def _forward(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        if _llama_log.isEnabledFor(logging.DEBUG):
+            _llama_log.debug("%s", text.decode("utf-8", "replace").rstrip())
+
+    llama_cpp.llama_log_set(_forward, ctypes.c_void_p(0))
+    _log_callback = _forward
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def gguf_context_length(path: Path) -> int:
+    """``<arch>.context_length`` from a GGUF file's metadata."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+        arch = reader.fields["general.architecture"].contents()
+        field = reader.fields.get(f"{arch}.context_length")
+        return int(field.contents()) if field is not None else 512
+    except Exception as exc:
+        raise EmbeddingError(f"{path} is not a readable GGUF model: {exc}") from exc
+
+
+class LocalEmbedder:
+    """A GGUF embedding model run in-process by llama.cpp. Thread-safe (calls are serialised)."""
+
+    provider = "local"
+
+    def __init__(
+        self,
+        model_path: Path | None,
+        models_dir: Path,
+        threads: int = 0,
+        batch_size: int = 32,
+    ) -> None:
+        self._user_path = model_path
+        self._models_dir = models_dir
+        self._threads = threads if threads > 0 else default_threads()
+        self._batch_size = max(1, batch_size)
+        self._lock = threading.RLock()
+        self._resolved: tuple[Path, str] | None = None
+        self._llm: Any = None
+        self._n_ctx = 0
+        self._dims = 0
+        self._prefix: list[int] = []
+        self._suffix: list[int] = []
+
+    # -- model file -------------------------------------------------------------------------
+
+    def _resolve(self) -> tuple[Path, str]:
+        """(GGUF path, model identity); converts the default model on first use."""
+        with self._lock:
+            if self._resolved is None:
+                if self._user_path is None:
+                    path, digest = ensure_default_gguf(self._models_dir)
+                    self._resolved = (path, f"{DEFAULT_MODEL_NAME}.f16@{digest[:12]}")
+                else:
+                    digest = self._user_model_digest(self._user_path)
+                    self._resolved = (self._user_path, f"{self._user_path.stem}@{digest[:12]}")
+            return self._resolved
+
+    def _user_model_digest(self, path: Path) -> str:
+        """sha256 of a user's GGUF, remembered in ``models/hashes.json`` by path, size and mtime."""
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            raise EmbeddingError(f"embedding.model_path: cannot read {path}: {exc}") from exc
+        key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+        memo_file = self._models_dir / "hashes.json"
+        memo: dict[str, str] = {}
+        with contextlib.suppress(OSError, ValueError):
+            loaded = json.loads(memo_file.read_text(encoding="utf-8"))
+            if isinstance(loaded, dict):
+                memo = {str(k): str(v) for k, v in loaded.items()}
+        if key in memo:
+            return memo[key]
+        digest = sha256_file(path)
+        memo[key] = digest
+        with contextlib.suppress(OSError):
+            self._models_dir.mkdir(parents=True, exist_ok=True)
+            tmp = memo_file.with_name(f"hashes.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(json.dumps(memo, indent=1), encoding="utf-8")
+            os.replace(tmp, memo_file)
+        return digest
+
+    @property
+    def model(self) -> str:
+        return self._resolve()[1]
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._llm is not None:
+                return self._llm
+            path, _ = self._resolve()
+            if not llama_cpp_available():
+                raise EmbeddingError("llama-cpp-python is not installed: run `make install`.")
+            _install_quiet_logging()
+            import llama_cpp
+
+            n_ctx = max(8, min(MAX_CONTEXT, gguf_context_length(path)))
+            pooling = (
+                llama_cpp.LLAMA_POOLING_TYPE_MEAN
+                if self._user_path is None
+                else llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED
+            )
+            llm: Any = None
+            errors: list[str] = []
+            for flash_attn in (True, False):
+                # verbose=True on purpose: verbose=False makes llama-cpp-python dup2 fds 1 and 2 onto
+                # /dev/null while loading, which would swallow LSP messages other threads write to stdout.
+                # Its C logging goes to our callback; its Python prints to stderr are caught here.
+                captured = io.StringIO()
+                try:
+                    with contextlib.redirect_stderr(captured):
+                        llm = llama_cpp.Llama(
+                            model_path=str(path),
+                            embedding=True,
+                            n_ctx=n_ctx,
+                            n_batch=n_ctx,
+                            n_ubatch=n_ctx,
+                            n_threads=self._threads,
+                            n_threads_batch=self._threads,
+                            flash_attn=flash_attn,
+                            pooling_type=pooling,
+                            n_gpu_layers=0,
+                            verbose=True,
+                        )
+                    break
+                except Exception as exc:  # llama.cpp reports failures as ValueError/RuntimeError
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                finally:
+                    if captured.getvalue():
+                        _llama_log.debug("%s", captured.getvalue().rstrip())
+            if llm is None:
+                raise EmbeddingError(f"llama.cpp cannot load {path}: {'; '.join(errors)}")
+            self._n_ctx = llm.n_ctx()
+            self._dims = llm.n_embd()
+            with_special = llm.tokenize(b"a", add_bos=True, special=False)
+            plain = llm.tokenize(b"a", add_bos=False, special=False)
+            start = next(
+                (i for i in range(len(with_special)) if with_special[i : i + len(plain)] == plain), 0
+            )
+            self._prefix = with_special[:start]
+            self._suffix = with_special[start + len(plain) :]
+            if self._n_ctx - len(self._prefix) - len(self._suffix) < 1:
+                llm.close()
+                raise EmbeddingError(f"{path}: context of {self._n_ctx} tokens is too small")
+            self._llm = llm
+            log.info("loaded embedding model %s (%d dims, %d tokens)", path.name, self._dims, self._n_ctx)
+            return llm
+
+    # -- Embedder -----------------------------------------------------------------------------
+
+    @property
+    def dims(self) -> int:
+        self._load()
+        return self._dims
+
+    @property
+    def max_tokens(self) -> int:
+        """The model's context in tokens, [CLS]/[SEP] included (512 for MiniLM).
+
+        Known without loading for the default model; loads a user's model to read it."""
+        if self._llm is None and self._user_path is None:
+            return DEFAULT_CONTEXT
+        self._load()
+        return self._n_ctx
+
+    def _tokenize(self, text: str) -> list[int]:
+        llm = self._load()
+        with self._lock:
+            tokens: list[int] = llm.tokenize(text.encode("utf-8", "replace"), add_bos=False, special=False)
+        return tokens
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's tokenizer, not counting the [CLS]/[SEP] the model adds."""
+        return len(self._tokenize(text))
+
+    def token_windows(self, text: str) -> list[list[int]]:
+        """The token sequences (special tokens included) that :meth:`embed` runs for ``text``."""
+        tokens = self._tokenize(text)
+        room = self._n_ctx - len(self._prefix) - len(self._suffix)
+        pieces = [tokens[i : i + room] for i in range(0, len(tokens), room)] or [[]]
+        return [self._prefix + piece + self._suffix for piece in pieces]
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single str")
+        self._load()
+        extra = len(self._prefix) + len(self._suffix)
+        windows = [[(w, len(w) - extra) for w in self.token_windows(text)] for text in texts]
+        return embed_windowed(windows, self._embed_sequences, self._batch_size, self._dims)
+
+    def _embed_sequences(self, sequences: list[list[int]]) -> FloatArray:
+        """One llama_decode per sequence: the fastest way for short batches on a CPU."""
+        import llama_cpp
+
+        llm = self._load()
+        out = np.empty((len(sequences), self._dims), dtype=np.float32)
+        with self._lock:
+            for row, tokens in enumerate(sequences):
+                llm._batch.reset()
+                llm._ctx.kv_cache_clear()
+                llm._batch.add_sequence(tokens, 0, True)
+                try:
+                    llm._ctx.decode(llm._batch)
+                except RuntimeError as exc:
+                    raise EmbeddingError(f"llama.cpp failed to embed a text: {exc}") from exc
+                finally:
+                    llm._batch.reset()
+                pointer = llama_cpp.llama_get_embeddings_seq(llm._ctx.ctx, 0)
+                if pointer:
+                    vector = np.ctypeslib.as_array(pointer, shape=(self._dims,))
+                else:  # a model without pooling: mean over the per-token vectors
+                    pointer = llama_cpp.llama_get_embeddings(llm._ctx.ctx)
+                    vector = np.ctypeslib.as_array(pointer, shape=(len(tokens), self._dims)).mean(axis=0)
+                out[row] = vector
+        if not np.all(np.isfinite(out)):
+            raise EmbeddingError("llama.cpp produced NaN or infinite embeddings")
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._llm is not None:
+                self._llm.close()
+                self._llm = None

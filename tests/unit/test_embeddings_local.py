@@ -1,0 +1,227 @@
+"""Local llama.cpp embeddings of our converted GGUF, checked against a pure-numpy BERT forward pass."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mnemo.config import EmbeddingSettings
+from mnemo.embeddings import EmbeddingError, build_embedder
+from mnemo.embeddings.gguf_convert import default_model_zip
+from mnemo.embeddings.local import LocalEmbedder, llama_cpp_available
+
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.skipif(
+        not llama_cpp_available(), reason="llama-cpp-python is not installed (run `make install`)"
+    ),
+]
+
+SENTENCES = [
+    "The cat sits on the mat.",
+    "A kitten is resting on a rug.",
+    "Quarterly tax filings are due at the end of March.",
+    "mnemo indexes Markdown notes into DuckDB and serves them over LSP; unbelievably fast!",
+]
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("hf")
+    with zipfile.ZipFile(default_model_zip()) as archive:
+        archive.extractall(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEmbedder]:
+    cache = tmp_path_factory.mktemp("cache")
+    built = build_embedder(EmbeddingSettings(provider="local", threads=2), cache_dir=cache)
+    assert isinstance(built, LocalEmbedder)
+    yield built
+    built.close()
+
+
+class NumpyBert:
+    """A minimal BertModel forward pass (float32) + mean pooling + L2 normalisation."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        self.w = {
+            k.removeprefix("bert."): v.astype(np.float32)
+            for k, v in load_file(str(model_dir / "model.safetensors")).items()
+        }
+        self.cfg: dict[str, Any] = json.loads((model_dir / "config.json").read_text())
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self.tokenizer.no_padding()  # tokenizer.json pads/truncates to 128: we want the plain ids
+        self.tokenizer.no_truncation()
+
+    @staticmethod
+    def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + eps) * g + b
+
+    @staticmethod
+    def _gelu(x: np.ndarray) -> np.ndarray:
+        erf = np.vectorize(math.erf, otypes=[np.float64])
+        return (0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))).astype(np.float32)
+
+    def ids(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text).ids)
+
+    def embed(self, text: str) -> np.ndarray:
+        w, cfg = self.w, self.cfg
+        ids = self.ids(text)
+        eps = float(cfg["layer_norm_eps"])
+        n_heads = int(cfg["num_attention_heads"])
+        x = w["embeddings.word_embeddings.weight"][ids]
+        x = x + w["embeddings.position_embeddings.weight"][: len(ids)]
+        x = x + w["embeddings.token_type_embeddings.weight"][0]
+        x = self._layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+
+        def dense(h: np.ndarray, name: str) -> np.ndarray:
+            return h @ w[f"{name}.weight"].T + w[f"{name}.bias"]
+
+        for i in range(int(cfg["num_hidden_layers"])):
+            p = f"encoder.layer.{i}"
+            n, d = x.shape
+            hd = d // n_heads
+            q = dense(x, f"{p}.attention.self.query").reshape(n, n_heads, hd).transpose(1, 0, 2)
+            k = dense(x, f"{p}.attention.self.key").reshape(n, n_heads, hd).transpose(1, 0, 2)
+            v = dense(x, f"{p}.attention.self.value").reshape(n, n_heads, hd).transpose(1, 0, 2)
+            scores = q @ k.transpose(0, 2, 1) / math.sqrt(hd)
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            ctx = (scores @ v).transpose(1, 0, 2).reshape(n, d)
+            attn = dense(ctx, f"{p}.attention.output.dense")
+            x = self._layer_norm(
+                x + attn,
+                w[f"{p}.attention.output.LayerNorm.weight"],
+                w[f"{p}.attention.output.LayerNorm.bias"],
+                eps,
+            )
+            h = self._gelu(dense(x, f"{p}.intermediate.dense"))
+            x = self._layer_norm(
+                x + dense(h, f"{p}.output.dense"),
+                w[f"{p}.output.LayerNorm.weight"],
+                w[f"{p}.output.LayerNorm.bias"],
+                eps,
+            )
+        pooled = x.mean(axis=0)  # one unpadded sequence: the attention mask is all ones
+        return (pooled / np.linalg.norm(pooled)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def reference(hf_dir: Path) -> NumpyBert:
+    return NumpyBert(hf_dir)
+
+
+def test_matches_numpy_reference(embedder: LocalEmbedder, reference: NumpyBert) -> None:
+    vectors = embedder.embed(SENTENCES)
+    assert vectors.shape == (len(SENTENCES), 384) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    for text, vector in zip(SENTENCES, vectors, strict=True):
+        assert embedder.token_windows(text) == [reference.ids(text)]  # same WordPiece tokens
+        cosine = float(vector @ reference.embed(text))
+        assert cosine >= 0.99, (text, cosine)
+
+
+def test_related_sentences_score_higher(embedder: LocalEmbedder) -> None:
+    cat, kitten, tax, _ = embedder.embed(SENTENCES)
+    assert cat @ kitten > cat @ tax + 0.3
+    assert cat @ kitten > kitten @ tax + 0.3
+
+
+def test_identity_dims_and_token_count(embedder: LocalEmbedder, reference: NumpyBert) -> None:
+    assert embedder.provider == "local"
+    assert embedder.model.startswith("all-MiniLM-L6-v2.f16@") and len(embedder.model.split("@")[1]) == 12
+    assert embedder.dims == 384 and embedder.max_tokens == 512
+    text = "Unbelievable tokenization of naïve café text, 12345."
+    assert embedder.count_tokens(text) == len(reference.ids(text)) - 2  # without [CLS]/[SEP]
+    assert embedder.count_tokens("") == 0
+
+
+def test_long_text_is_windowed_not_truncated(embedder: LocalEmbedder) -> None:
+    first = " ".join(["Cats purr and nap in the warm afternoon sun."] * 60)  # ~660 tokens
+    second = " ".join(["Income tax returns need receipts and signed forms."] * 60)
+    text = first + " " + second
+    windows = embedder.token_windows(text)
+    n_tokens = embedder.count_tokens(text)
+    assert n_tokens > 1000 and len(windows) == math.ceil(n_tokens / 510)
+    assert all(len(w) <= 512 and w[0] == 101 and w[-1] == 102 for w in windows)
+    assert sum(len(w) - 2 for w in windows) == n_tokens  # every token is embedded once
+
+    (vector,) = embedder.embed([text])
+    parts = embedder._embed_sequences(windows)
+    parts /= np.linalg.norm(parts, axis=1, keepdims=True)
+    weights = np.asarray([len(w) - 2 for w in windows], dtype=np.float32)
+    mean = (parts * weights[:, None]).sum(axis=0)
+    np.testing.assert_allclose(vector, mean / np.linalg.norm(mean), atol=1e-5)
+    # the tail counts: the text's vector is not just its first window's
+    assert float(vector @ parts[0]) < 0.99
+    tax = embedder.embed(["Income tax returns need receipts and signed forms."])[0]
+    head_only = embedder.embed([first])[0]
+    assert vector @ tax > head_only @ tax + 0.1
+
+
+def test_threads_share_one_model(embedder: LocalEmbedder) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    expected = embedder.embed(SENTENCES)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda s: embedder.embed([s])[0], SENTENCES * 3))
+    np.testing.assert_allclose(np.asarray(results), np.concatenate([expected] * 3), atol=1e-5)
+
+
+def test_user_gguf_path_is_used_as_is(embedder: LocalEmbedder, tmp_path: Path) -> None:
+    path, _ = embedder._resolve()
+    copy = tmp_path / "my-model.gguf"
+    copy.write_bytes(path.read_bytes())
+    settings = EmbeddingSettings(provider="local", model_path=str(copy), threads=1)
+    other = build_embedder(settings, cache_dir=tmp_path / "cache")
+    try:
+        assert other.model == "my-model@" + embedder.model.split("@")[1]
+        np.testing.assert_allclose(other.embed(SENTENCES[:2]), embedder.embed(SENTENCES[:2]), atol=1e-4)
+    finally:
+        other.close()
+    with pytest.raises(EmbeddingError, match="no such file"):
+        build_embedder(EmbeddingSettings(provider="local", model_path=str(tmp_path / "nope.gguf")))
+
+
+def test_loading_and_embedding_write_nothing_to_stdout_or_stderr(tmp_path: Path) -> None:
+    """The LSP server speaks JSON-RPC on stdout: llama.cpp must not print there (nor on stderr)."""
+    code = (
+        "from pathlib import Path\n"
+        "from mnemo.config import EmbeddingSettings\n"
+        "from mnemo.embeddings import build_embedder\n"
+        f"e = build_embedder(EmbeddingSettings(threads=1), cache_dir=Path({str(tmp_path)!r}))\n"
+        "v = e.embed(['hello world'])\n"
+        "assert v.shape == (1, 384)\n"
+        "e.close()\n"
+    )
+    src = str(Path(__file__).resolve().parents[2] / "server")
+    env_path = {"PYTHONPATH": src + (":" + sys.path[0] if sys.path[0] else "")}
+    import os
+
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env_path},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == ""
+    assert done.stderr == ""
