@@ -1,0 +1,230 @@
+"""The ``mnemo`` command line: a thin front on the core (init, index, search, get, status, serve)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mnemo import __version__
+from mnemo.embeddings import EmbeddingError
+from mnemo.errors import MnemoError
+from mnemo.workspace.layout import WorkspacePathError
+
+EPILOG = """examples:
+  mnemo init ~/notes                 create a memory workspace from the template
+  mnemo index --workspace ~/notes    index it (the local model is converted on first use)
+  mnemo search "what database did we pick" --explain
+  mnemo get memory/2026-11-01.md --from 3 --lines 10
+  mnemo serve                        LSP on stdio (what VS Code and Neovim start)
+"""
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workspace", "-w", type=Path, default=Path.cwd(), help="memory workspace (default: current folder)"
+    )
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)")
+    p.add_argument("--log-file", type=Path, help="write logs to this file instead of stderr")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mnemo",
+        description="Memory-first assistant: Markdown memory indexed into DuckDB, hybrid search, LSP server.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"mnemo {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("init", help="create a workspace from the template (never overwrites a file)")
+    p.add_argument("dir", type=Path, help="folder to create or fill")
+    p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("--log-file", type=Path)
+
+    p = sub.add_parser("index", help="bring the index up to date (progress on stderr)")
+    _add_common(p)
+    p.add_argument("--full", action="store_true", help="rebuild from scratch instead of incrementally")
+    p.add_argument("--provider", choices=["local", "openai", "none"], help="override embedding.provider")
+
+    p = sub.add_parser("search", help="hybrid search over memory")
+    _add_common(p)
+    p.add_argument("query", help="what to look for")
+    p.add_argument("-k", "--max-results", type=int, help="number of results (default from mnemo.toml: 6)")
+    p.add_argument("--min-score", type=float, help="drop results scoring below this (default 0.35)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (the memory_search shape)")
+    p.add_argument("--explain", action="store_true", help="show each result's score parts")
+    p.add_argument("--no-sync", action="store_true", help="do not update the index first")
+    p.add_argument("--provider", choices=["local", "openai", "none"], help="override embedding.provider")
+
+    p = sub.add_parser("get", help="print lines of a memory file")
+    _add_common(p)
+    p.add_argument("path", help="workspace path, e.g. memory/2026-11-01.md")
+    p.add_argument("--from", dest="from_line", type=int, help="first line, 1-based")
+    p.add_argument("--lines", type=int, help="number of lines")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("status", help="index state, counts, model and problems")
+    _add_common(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("serve", help="run the language server (stdio by default)")
+    _add_common(p)
+    p.add_argument("--ws", metavar="HOST:PORT", help="serve LSP over WebSocket instead (loopback by default)")
+    return parser
+
+
+def _setup_logging(verbose: int, log_file: Path | None) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int, current: str) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < (0.1 if self.tty else 2.0):
+            return
+        self.last = now
+        width = 30
+        filled = int(width * done / total) if total else width
+        line = f"indexing [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {current[:40]}"
+        if self.tty:
+            sys.stderr.write("\r" + line.ljust(100))
+            if done >= total:
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def template_dir() -> Path:
+    packaged = Path(str(resources.files("mnemo") / "templates" / "workspace"))
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "workspace-template"
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    src = template_dir()
+    created = 0
+    for item in sorted(src.rglob("*")):
+        if item.is_dir():
+            continue
+        target = args.dir / item.relative_to(src)
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(item, target)
+        created += 1
+    print(f"workspace {args.dir}: {created} file(s) created from the template")
+    print(f"next: mnemo index --workspace {args.dir}")
+    return 0
+
+
+def _print_results(outcome: dict[str, Any], explain: bool) -> None:
+    print(f"mode: {outcome['mode']} ({outcome['provider']} {outcome['model']})".rstrip())
+    for note in outcome["notes"]:
+        print(f"note: {note}")
+    if not outcome["results"]:
+        print("no results")
+    for i, hit in enumerate(outcome["results"], start=1):
+        print(f"\n{i}. {hit['citation']}  score {hit['score']:.3f}  {hit['heading']}")
+        if explain:
+            parts = hit["parts"]
+            vector = "-" if parts["vector"] is None else f"{parts['vector']:.3f}"
+            age = "evergreen" if parts["ageDays"] is None else f"{parts['ageDays']:.0f} days"
+            print(
+                f"   vector {vector}  text {parts['text']:.3f} (bm25 {parts['bm25']:.2f})  decay "
+                f"{parts['decay']:.3f} ({age}{', superseded' if parts['superseded'] else ''})  weight "
+                f"{parts['weight']}  mmr rank {parts['mmrRank']}"
+            )
+        for line in hit["snippet"].splitlines()[:6]:
+            print(f"   {line}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mnemo.services import build_services
+
+    services = build_services(args.workspace.resolve(), provider=getattr(args, "provider", None))
+    for problem in services.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    memory = services.memory
+    try:
+        if args.command == "index":
+            report = memory.sync(full=args.full, progress=ProgressBar())
+            print(
+                f"indexed {report.files_indexed} changed file(s) of {report.files_seen}, removed "
+                f"{report.files_removed}; embedded {report.chunks_embedded} chunk(s), reused "
+                f"{report.chunks_reused} in {report.seconds:.1f}s{' (full rebuild)' if report.rebuilt else ''}"
+            )
+            for path, problem in report.problems:
+                print(f"warning: {path}: {problem}", file=sys.stderr)
+            return 0
+        if args.command == "search":
+            if not args.no_sync:
+                memory.sync(progress=ProgressBar())
+            outcome = memory.search(args.query, max_results=args.max_results, min_score=args.min_score)
+            if args.json:
+                print(json.dumps(outcome.as_dict(), ensure_ascii=False, indent=2))
+            else:
+                _print_results(outcome.as_dict(), args.explain)
+            return 0
+        if args.command == "get":
+            result = memory.get(args.path, args.from_line, args.lines)
+            print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else result["text"])
+            return 0
+        if args.command == "status":
+            memory.indexer.open()
+            status = memory.status()
+            if args.json:
+                print(json.dumps(status, ensure_ascii=False, indent=2))
+            else:
+                for key in ("workspace", "index", "files", "chunks", "mode", "provider", "model", "dims"):
+                    print(f"{key:10} {status[key]}")
+                for problem in status["configProblems"]:
+                    print(f"warning: {problem}")
+            return 0
+        if args.command == "serve":
+            from mnemo.lsp.server import serve
+
+            return serve(services, ws=args.ws)
+    finally:
+        services.close()
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    _setup_logging(args.verbose, args.log_file)
+    try:
+        if args.command == "init":
+            return cmd_init(args)
+        return _run(args)
+    except (MnemoError, WorkspacePathError, EmbeddingError) as exc:
+        print(f"mnemo: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("mnemo: interrupted", file=sys.stderr)
+        return 130
+

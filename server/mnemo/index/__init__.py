@@ -1,0 +1,1 @@
+"""The index: a rebuildable DuckDB cache of the workspace (chunks, BM25 tables, vectors)."""

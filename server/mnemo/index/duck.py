@@ -1,0 +1,55 @@
+"""DuckDB connections with the fts and vss extensions loaded from their PyPI packages (never downloaded)."""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from pathlib import Path
+
+import duckdb
+
+from mnemo.errors import IndexUnavailable
+
+_EXTENSIONS = {"fts": "duckdb_extension_fts", "vss": "duckdb_extension_vss"}
+
+
+@cache
+def extension_path(name: str) -> Path:
+    """The extension binary shipped by the ``duckdb-extension-<name>`` wheel for this DuckDB version."""
+    package = _EXTENSIONS[name]
+    try:
+        module = importlib.import_module(package)
+    except ImportError as exc:
+        raise IndexUnavailable(
+            f"the DuckDB '{name}' extension package ({package.replace('_', '-')}) is not installed; "
+            "run `make install`"
+        ) from exc
+    base = Path(module.__file__ or "").parent / "extensions" / f"v{duckdb.__version__}"
+    candidates = sorted(base.glob(f"{name}.duckdb_extension"))
+    if not candidates:
+        raise IndexUnavailable(
+            f"no '{name}' extension for DuckDB {duckdb.__version__} under {base}; "
+            f"install {package.replace('_', '-')}=={duckdb.__version__}"
+        )
+    return candidates[0]
+
+
+def connect(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open a database with fts and vss loaded offline; autoinstall is off so nothing is fetched."""
+    con = duckdb.connect(
+        str(path),
+        read_only=read_only,
+        config={
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "threads": 2,
+        },
+    )
+    try:
+        for name in _EXTENSIONS:
+            con.execute(f"LOAD '{extension_path(name)}'")
+        con.execute("SET hnsw_enable_experimental_persistence = true")
+    except Exception:
+        con.close()
+        raise
+    return con

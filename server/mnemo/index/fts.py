@@ -1,0 +1,147 @@
+"""BM25 over DuckDB's fts extension tables, kept current incrementally.
+
+``PRAGMA create_fts_index`` builds ``fts_main_chunks.{dict,docs,terms,stats}`` from the pre-tokenised
+``chunks.terms`` column (words plus CJK bigrams, see :mod:`mnemo.text.terms`; whitespace is the only
+separator, so nothing non-ASCII is dropped). The extension cannot update its index, and its per-row
+``match_bm25`` macro is slow, so mnemo:
+
+- adds and removes documents by writing those same tables with the extension's own ``stem`` function
+  (tests check the result equals a fresh ``create_fts_index``);
+- scores a query set-wise with the extension's BM25 formula (k1 = 1.2, b = 0.75), OR over terms,
+  returning the IDF mass of the query terms each chunk covers as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+
+SCHEMA = "fts_main_chunks"
+K1 = 1.2
+B = 0.75
+
+_CREATE = (
+    "PRAGMA create_fts_index('chunks', 'id', 'terms', stemmer = 'porter', stopwords = 'none', "
+    "ignore = '\\s+', strip_accents = 0, lower = 0, overwrite = 1)"
+)
+
+
+def create_empty(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(_CREATE)
+
+
+def rebuild(con: duckdb.DuckDBPyConnection) -> None:
+    """Build the fts tables from scratch (after a bulk load)."""
+    con.execute(_CREATE)
+
+
+def _refresh_stats(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        f"UPDATE {SCHEMA}.stats SET num_docs = (SELECT count(*) FROM {SCHEMA}.docs), "
+        f"avgdl = coalesce((SELECT avg(len) FROM {SCHEMA}.docs), 0)"
+    )
+
+
+def add_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
+    """Index chunks already inserted into ``chunks`` (same transaction as the insert)."""
+    if not ids:
+        return
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE fts_new_tokens AS "
+        "SELECT name, stem(tok, 'porter') AS term FROM ("
+        "  SELECT id AS name, unnest(string_split_regex(terms, '\\s+')) AS tok FROM chunks "
+        "  WHERE id IN (SELECT unnest(?::BIGINT[]))"
+        ") WHERE tok <> ''",
+        [list(ids)],
+    )
+    con.execute(
+        f"INSERT INTO {SCHEMA}.docs "
+        f"SELECT (SELECT coalesce(max(docid), -1) FROM {SCHEMA}.docs) + row_number() OVER (ORDER BY c.id), "
+        "c.id, coalesce(n.len, 0) "
+        "FROM (SELECT unnest(?::BIGINT[]) AS id) c "
+        "LEFT JOIN (SELECT name, count(*) AS len FROM fts_new_tokens GROUP BY name) n ON n.name = c.id",
+        [list(ids)],
+    )
+    con.execute(
+        f"INSERT INTO {SCHEMA}.dict "
+        f"SELECT (SELECT coalesce(max(termid), -1) FROM {SCHEMA}.dict) + row_number() OVER (ORDER BY term), "
+        "term, 0 FROM (SELECT DISTINCT term FROM fts_new_tokens "
+        f"WHERE term NOT IN (SELECT term FROM {SCHEMA}.dict))"
+    )
+    con.execute(
+        f"INSERT INTO {SCHEMA}.terms SELECT d.docid, 0, k.termid FROM fts_new_tokens t "
+        f"JOIN {SCHEMA}.docs d ON d.name = t.name JOIN {SCHEMA}.dict k ON k.term = t.term"
+    )
+    con.execute(
+        f"UPDATE {SCHEMA}.dict SET df = df + x.n FROM "
+        "(SELECT term, count(DISTINCT name) AS n FROM fts_new_tokens GROUP BY term) x "
+        "WHERE dict.term = x.term"
+    )
+    con.execute("DROP TABLE fts_new_tokens")
+    _refresh_stats(con)
+
+
+def remove_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
+    """Forget chunks about to be deleted from ``chunks``."""
+    if not ids:
+        return
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE fts_gone AS "
+        f"SELECT docid FROM {SCHEMA}.docs WHERE name IN (SELECT unnest(?::BIGINT[]))",
+        [list(ids)],
+    )
+    con.execute(
+        f"UPDATE {SCHEMA}.dict SET df = df - x.n FROM "
+        f"(SELECT termid, count(DISTINCT docid) AS n FROM {SCHEMA}.terms "
+        " WHERE docid IN (SELECT docid FROM fts_gone) GROUP BY termid) x "
+        "WHERE dict.termid = x.termid"
+    )
+    con.execute(f"DELETE FROM {SCHEMA}.terms WHERE docid IN (SELECT docid FROM fts_gone)")
+    con.execute(f"DELETE FROM {SCHEMA}.docs WHERE docid IN (SELECT docid FROM fts_gone)")
+    con.execute("DROP TABLE fts_gone")
+    _refresh_stats(con)
+
+
+_QUERY = f"""
+WITH q AS (SELECT DISTINCT stem(t, 'porter') AS term FROM (SELECT unnest(?::VARCHAR[]) AS t) WHERE t <> ''),
+st AS (SELECT num_docs, avgdl FROM {SCHEMA}.stats),
+qt AS (
+  SELECT d.termid, log(((st.num_docs - d.df + 0.5) / (d.df + 0.5)) + 1) AS idf
+  FROM {SCHEMA}.dict d JOIN q ON d.term = q.term, st WHERE d.df > 0
+),
+tf AS (
+  SELECT docid, termid, count(*) AS tf FROM {SCHEMA}.terms
+  WHERE termid IN (SELECT termid FROM qt) GROUP BY docid, termid
+),
+scored AS (
+  SELECT docs.name AS id,
+         sum(qt.idf * tf.tf * ({K1} + 1) / (tf.tf + {K1} * (1 - {B} + {B} * docs.len / st.avgdl))) AS bm25,
+         sum(qt.idf) AS covered
+  FROM tf JOIN qt ON tf.termid = qt.termid JOIN {SCHEMA}.docs docs ON docs.docid = tf.docid, st
+  GROUP BY docs.name
+)
+SELECT id, bm25, covered, (SELECT sum(idf) FROM qt) AS total FROM scored
+"""
+
+
+def search(
+    con: duckdb.DuckDBPyConnection,
+    terms: Sequence[str],
+    *,
+    limit: int,
+    only_ids: Sequence[int] | None = None,
+) -> list[tuple[int, float, float, float]]:
+    """(chunk id, bm25, idf mass covered, idf mass of all known query terms), best first."""
+    if not terms:
+        return []
+    if only_ids is not None:
+        if not only_ids:
+            return []
+        rows = con.execute(
+            _QUERY + " WHERE id IN (SELECT unnest(?::BIGINT[])) ORDER BY bm25 DESC",
+            [list(terms), list(only_ids)],
+        ).fetchall()
+    else:
+        rows = con.execute(_QUERY + " ORDER BY bm25 DESC LIMIT ?", [list(terms), limit]).fetchall()
+    return [(int(i), float(s), float(c), float(t)) for i, s, c, t in rows]

@@ -1,0 +1,279 @@
+"""Indexer: keeps the DuckDB index in step with the workspace, re-embedding only changed chunks.
+
+One Indexer is the single writer of an index. A full build (no index yet, a damaged one, another
+model, schema or chunker) goes into ``index.duckdb.building`` and is swapped in when complete, so
+readers never see a half-built generation and a process killed mid-build leaves the old index intact.
+Incremental updates commit one file per transaction: a crash leaves every file either old or new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mnemo.config import ChunkingSettings, IndexSettings
+from mnemo.embeddings import Embedder
+from mnemo.errors import SearchCancelled
+from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
+from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
+from mnemo.markdown.chunker import CHUNKER_VERSION, Chunk, chunk_markdown
+from mnemo.text.terms import TERMS_VERSION, terms_string
+from mnemo.workspace.layout import MemoryFile, Workspace
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int, str], None]
+"""(files done, files total, current path)."""
+
+INDEX_FILE = "index.duckdb"
+
+
+@dataclass
+class SyncReport:
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_removed: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    rebuilt: bool = False
+    seconds: float = 0.0
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+def embedding_input(chunk: Chunk) -> str:
+    """What the model sees: the heading path gives a chunk its context."""
+    if chunk.heading_path:
+        return " > ".join(chunk.heading_path) + "\n" + chunk.text
+    return chunk.text
+
+
+class Indexer:
+    def __init__(
+        self,
+        workspace: Workspace,
+        embedder: Embedder,
+        index_settings: IndexSettings,
+        chunking: ChunkingSettings,
+    ) -> None:
+        self.workspace = workspace
+        self.embedder = embedder
+        self.settings = index_settings
+        self.chunking = chunking
+        self.dir = workspace.root / index_settings.dir
+        self.path = self.dir / INDEX_FILE
+        self.store: ChunkStore | None = None
+        self.embed_lock = threading.Lock()
+        """llama.cpp is not thread-safe: every embed call (indexing or query) takes this lock."""
+
+    # -- identity and opening -----------------------------------------------------------------
+    def identity(self) -> IndexIdentity:
+        return IndexIdentity(
+            provider=self.embedder.provider,
+            model=self.embedder.model,
+            dims=self.embedder.dims,
+            chunker=f"{CHUNKER_VERSION}/{TERMS_VERSION}/{self.chunking.target_tokens}/{self.chunking.overlap}",
+        )
+
+    def open(self) -> bool:
+        """Open the existing index when it is compatible. False means a full build is needed."""
+        wanted = self.identity()
+        if ChunkStore.read_identity(self.path) == wanted:
+            self.store = ChunkStore.open_existing(self.path, wanted)
+            return True
+        return False
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    # -- syncing ------------------------------------------------------------------------------
+    def sync(
+        self, *, full: bool = False, progress: Progress | None = None, cancel: threading.Event | None = None
+    ) -> SyncReport:
+        """Bring the index up to date with the files on disk."""
+        started = time.perf_counter()
+        report = SyncReport()
+        if self.store is None and not full and self.open():
+            pass
+        if full or self.store is None:
+            self._rebuild(report, progress, cancel)
+        else:
+            self._sync_into(self.store, report, progress, cancel, live=True)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _rebuild(self, report: SyncReport, progress: Progress | None, cancel: threading.Event | None) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        gitignore = self.dir / ".gitignore"
+        if not gitignore.exists():
+            gitignore.write_text("*\n", encoding="utf-8")
+        building = ChunkStore.create(self.dir / (INDEX_FILE + ".building"), self.identity())
+        try:
+            self._sync_into(building, report, progress, cancel, live=False)
+            if progress:
+                progress(report.files_seen, report.files_seen, "building search indexes")
+            old = self.store
+            self.store = None
+            if old is not None:
+                old.close()
+            building.finish_build(self.path)
+        except BaseException:
+            building.con.close()
+            raise
+        self.store = building
+        report.rebuilt = True
+
+    def _sync_into(
+        self,
+        store: ChunkStore,
+        report: SyncReport,
+        progress: Progress | None,
+        cancel: threading.Event | None,
+        *,
+        live: bool,
+    ) -> None:
+        known = store.file_states()
+        on_disk = list(self.workspace.scan())
+        report.files_seen = len(on_disk)
+        present = set()
+        for done, (memory_file, stat) in enumerate(on_disk):
+            if cancel is not None and cancel.is_set():
+                raise SearchCancelled("indexing cancelled")
+            present.add(memory_file.path)
+            state = known.get(memory_file.path)
+            if state is not None and state[1] == stat.st_mtime and state[2] == stat.st_size:
+                continue
+            if progress:
+                progress(done, len(on_disk), memory_file.path)
+            source = read_memory_file(
+                self.workspace.root / memory_file.path, memory_file.kind, self.settings.max_file_bytes
+            )
+            if state is not None and state[0] == source.digest and source.text is not None:
+                with store.transaction():
+                    store.con.execute(
+                        "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
+                        [stat.st_mtime, stat.st_size, memory_file.path],
+                    )
+                continue
+            self._index_source(store, memory_file, source, stat.st_mtime, stat.st_size, report, live=live)
+        for gone in set(known) - present:
+            with store.transaction():
+                store.delete_file(gone)
+            report.files_removed += 1
+        if progress:
+            progress(len(on_disk), len(on_disk), "")
+
+    def index_text(self, memory_file: MemoryFile, text: str) -> SyncReport:
+        """Index an editor buffer's unsaved text for ``memory_file`` (the buffer wins over the disk)."""
+        assert self.store is not None, "index is not open"
+        report = SyncReport(files_seen=1)
+        source = decode_memory_bytes(text.encode("utf-8"), memory_file.kind)
+        self._index_source(self.store, memory_file, source, -1.0, len(text), report, live=True)
+        return report
+
+    def remove(self, rel_path: str) -> None:
+        assert self.store is not None, "index is not open"
+        with self.store.transaction():
+            self.store.delete_file(rel_path)
+
+    def _index_source(
+        self,
+        store: ChunkStore,
+        memory_file: MemoryFile,
+        source: SourceText,
+        mtime: float,
+        size: int,
+        report: SyncReport,
+        *,
+        live: bool,
+    ) -> None:
+        if source.problem:
+            report.problems.append((memory_file.path, source.problem))
+            log.warning("%s: %s", memory_file.path, source.problem)
+        chunks = (
+            []
+            if source.text is None
+            else chunk_markdown(
+                memory_file.path,
+                source.text,
+                target_tokens=self.chunking.target_tokens,
+                overlap=self.chunking.overlap,
+            )
+        )
+        existing = store.chunk_keys(memory_file.path) if live else {}
+        kept: list[tuple[int, Chunk]] = []
+        new: list[Chunk] = []
+        for chunk in chunks:
+            found = existing.pop(chunk.key, None)
+            if found is not None and (found[1] or store.identity.dims == 0):
+                kept.append((found[0], chunk))
+            else:
+                if found is not None:
+                    existing[chunk.key] = found
+                new.append(chunk)
+        vectors = self._vectors(store, new, report)
+        day = memory_file.day.isoformat() if memory_file.day else None
+        rows = [
+            ChunkRow(
+                key=c.key,
+                path=memory_file.path,
+                source=memory_file.source,
+                kind=memory_file.kind.value,
+                day=day,
+                start_line=c.start_line,
+                end_line=c.end_line,
+                heading=" > ".join(c.heading_path),
+                text=c.text,
+                terms=terms_string(embedding_input(c)),
+                hash=c.content_hash,
+            )
+            for c in new
+        ]
+        with store.transaction():
+            store.delete_chunks([cid for cid, _ in existing.values()])
+            for cid, chunk in kept:
+                store.move_chunk(cid, chunk.start_line, chunk.end_line)
+            store.insert_chunks(rows, vectors, live=live)
+            store.upsert_file(
+                memory_file.path,
+                memory_file.kind.value,
+                memory_file.source,
+                day,
+                source.digest,
+                mtime,
+                size,
+                len(chunks),
+                source.problem,
+            )
+        report.files_indexed += 1
+        report.chunks_reused += len(kept)
+
+    def _vectors(self, store: ChunkStore, chunks: Sequence[Chunk], report: SyncReport) -> np.ndarray | None:
+        dims = store.identity.dims
+        if dims == 0:
+            return None
+        inputs = [embedding_input(c) for c in chunks]
+        digests = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in inputs]
+        cached = store.cached_embeddings(sorted(set(digests)))
+        missing = sorted({d: t for d, t in zip(digests, inputs, strict=True) if d not in cached}.items())
+        fresh: dict[str, np.ndarray] = {}
+        for digest, text in missing:
+            with self.embed_lock:
+                fresh[digest] = self.embedder.embed([text])[0]
+        report.chunks_embedded += len(fresh)
+        if fresh:
+            with store.transaction():
+                store.cache_embeddings(fresh)
+        cached.update(fresh)
+        out = np.zeros((len(chunks), dims), dtype=np.float32)
+        for i, digest in enumerate(digests):
+            out[i] = cached[digest]
+        return out

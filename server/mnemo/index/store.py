@@ -1,0 +1,285 @@
+"""ChunkStore: one DuckDB file per workspace holding files, chunks, vectors, BM25 tables and caches.
+
+The index is a cache of the Markdown. A missing or corrupt file, an older schema, another embedding
+model or another chunker means a rebuild into a new file that is swapped in atomically.
+
+BM25 uses DuckDB's fts extension: ``create_fts_index`` builds its tables (dict, docs, terms, stats) for
+a full index; an incremental edit updates those same tables in the edit's transaction, so an edit is
+searchable at once instead of after a full fts rebuild. Vectors live in a FLOAT[dims] column with an
+HNSW cosine index from the vss extension.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from mnemo.index import fts
+from mnemo.index.duck import connect
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "3"
+
+
+@dataclass(frozen=True)
+class IndexIdentity:
+    """What the index was built with; any difference forces a rebuild."""
+
+    provider: str
+    model: str
+    dims: int
+    chunker: str
+
+    def as_meta(self) -> dict[str, str]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "provider": self.provider,
+            "model": self.model,
+            "dims": str(self.dims),
+            "chunker": self.chunker,
+        }
+
+
+@dataclass
+class ChunkRow:
+    key: str
+    path: str
+    source: str
+    kind: str
+    day: str | None
+    start_line: int
+    end_line: int
+    heading: str
+    text: str
+    terms: str
+    hash: str
+
+
+def _schema(dims: int) -> list[str]:
+    vector = f", embedding FLOAT[{dims}]" if dims > 0 else ""
+    return [
+        "CREATE TABLE IF NOT EXISTS meta(key VARCHAR, value VARCHAR)",
+        "CREATE TABLE IF NOT EXISTS files(path VARCHAR, kind VARCHAR, source VARCHAR, day DATE, "
+        "hash VARCHAR, mtime DOUBLE, size BIGINT, chunks INTEGER, problem VARCHAR)",
+        "CREATE SEQUENCE IF NOT EXISTS chunk_ids START 1",
+        "CREATE TABLE IF NOT EXISTS chunks(id BIGINT, key VARCHAR, path VARCHAR, source VARCHAR, "
+        "kind VARCHAR, day DATE, start_line INTEGER, end_line INTEGER, heading VARCHAR, text VARCHAR, "
+        f"terms VARCHAR, hash VARCHAR{vector})",
+        "CREATE TABLE IF NOT EXISTS embedding_cache(provider VARCHAR, model VARCHAR, hash VARCHAR, "
+        "embedding FLOAT[])",
+        "CREATE TABLE IF NOT EXISTS retrievals(chunk_key VARCHAR, path VARCHAR, start_line INTEGER, "
+        "end_line INTEGER, query VARCHAR, searched_at TIMESTAMP, vector DOUBLE, text DOUBLE, decay DOUBLE, "
+        "weight DOUBLE, score DOUBLE, rank INTEGER)",
+    ]
+
+
+class ChunkStore:
+    """The single writer's view of the index file. Readers take cursors from :meth:`reader`."""
+
+    def __init__(self, path: Path, con: duckdb.DuckDBPyConnection, identity: IndexIdentity) -> None:
+        self.path = path
+        self.con = con
+        self.identity = identity
+
+    # -- opening ------------------------------------------------------------------------------
+    @staticmethod
+    def read_identity(path: Path) -> IndexIdentity | None:
+        """The identity stored in an existing index, or None when missing, corrupt or of another schema."""
+        if not path.exists():
+            return None
+        try:
+            con = connect(path)
+        except (duckdb.Error, OSError) as exc:
+            log.warning("index %s cannot be opened (%s); it will be rebuilt", path, exc)
+            return None
+        try:
+            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+            con.execute("SELECT count(*) FROM chunks").fetchone()
+        except duckdb.Error as exc:
+            log.warning("index %s is damaged (%s); it will be rebuilt", path, exc)
+            return None
+        finally:
+            con.close()
+        if meta.get("schema_version") != SCHEMA_VERSION or meta.get("complete") != "1":
+            return None
+        return IndexIdentity(meta["provider"], meta["model"], int(meta["dims"]), meta["chunker"])
+
+    @classmethod
+    def open_existing(cls, path: Path, identity: IndexIdentity) -> ChunkStore:
+        return cls(path, connect(path), identity)
+
+    @classmethod
+    def create(cls, path: Path, identity: IndexIdentity) -> ChunkStore:
+        """A new, empty index at ``path`` (a building file; see :meth:`finish_build`)."""
+        for stale in (path, path.with_name(path.name + ".wal")):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+        con = connect(path)
+        for statement in _schema(identity.dims):
+            con.execute(statement)
+        con.executemany("INSERT INTO meta VALUES (?, ?)", list(identity.as_meta().items()))
+        fts.create_empty(con)
+        return cls(path, con, identity)
+
+    def finish_build(self, final_path: Path) -> None:
+        """Build the secondary indexes, mark the file complete, and swap it into place atomically."""
+        fts.rebuild(self.con)
+        if self.identity.dims > 0:
+            self.con.execute(
+                "CREATE INDEX IF NOT EXISTS chunks_hnsw ON chunks USING HNSW(embedding) "
+                "WITH (metric = 'cosine')"
+            )
+        self.con.execute("INSERT INTO meta VALUES ('complete', '1')")
+        self.con.execute("CHECKPOINT")
+        self.con.close()
+        os.replace(self.path, final_path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(final_path.with_name(final_path.name + ".wal"))
+        self.path = final_path
+        self.con = connect(final_path)
+
+    def close(self) -> None:
+        with contextlib.suppress(duckdb.Error):
+            self.con.execute("CHECKPOINT")
+        self.con.close()
+
+    def reader(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for another thread; it sees committed data only."""
+        return self.con.cursor()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield self.con
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # -- files --------------------------------------------------------------------------------
+    def file_states(self) -> dict[str, tuple[str, float, int]]:
+        rows = self.con.execute("SELECT path, hash, mtime, size FROM files").fetchall()
+        return {path: (digest, mtime, size) for path, digest, mtime, size in rows}
+
+    def file_problems(self) -> list[tuple[str, str]]:
+        return self.con.execute(
+            "SELECT path, problem FROM files WHERE problem IS NOT NULL ORDER BY path"
+        ).fetchall()
+
+    def chunk_keys(self, path: str) -> dict[str, tuple[int, bool]]:
+        """key -> (chunk id, has a vector) for a file's current chunks."""
+        vector = "embedding IS NOT NULL" if self.identity.dims > 0 else "false"
+        rows = self.con.execute(f"SELECT key, id, {vector} FROM chunks WHERE path = ?", [path]).fetchall()
+        return {key: (cid, bool(has)) for key, cid, has in rows}
+
+    # -- writes (inside a transaction) ----------------------------------------------------------
+    def upsert_file(
+        self,
+        path: str,
+        kind: str,
+        source: str,
+        day: str | None,
+        digest: str,
+        mtime: float,
+        size: int,
+        chunks: int,
+        problem: str | None,
+    ) -> None:
+        self.con.execute("DELETE FROM files WHERE path = ?", [path])
+        self.con.execute(
+            "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [path, kind, source, day, digest, mtime, size, chunks, problem],
+        )
+
+    def delete_file(self, path: str) -> None:
+        ids = [row[0] for row in self.con.execute("SELECT id FROM chunks WHERE path = ?", [path]).fetchall()]
+        self.delete_chunks(ids)
+        self.con.execute("DELETE FROM files WHERE path = ?", [path])
+
+    def delete_chunks(self, ids: Sequence[int]) -> None:
+        if not ids:
+            return
+        fts.remove_docs(self.con, ids)
+        self.con.execute("DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [list(ids)])
+
+    def move_chunk(self, chunk_id: int, start_line: int, end_line: int) -> None:
+        self.con.execute(
+            "UPDATE chunks SET start_line = ?, end_line = ? WHERE id = ?", [start_line, end_line, chunk_id]
+        )
+
+    def insert_chunks(self, rows: Sequence[ChunkRow], vectors: np.ndarray | None, *, live: bool) -> None:
+        """Add chunks (and, when ``live``, their BM25 postings; a building index indexes at the end)."""
+        if not rows:
+            return
+        first = self.con.execute(
+            "SELECT nextval('chunk_ids') FROM range(?)", [len(rows)]
+        ).fetchall()
+        ids = [row[0] for row in first]
+        columns: dict[str, pa.Array] = {
+            "id": pa.array(ids, pa.int64()),
+            "key": pa.array([r.key for r in rows]),
+            "path": pa.array([r.path for r in rows]),
+            "source": pa.array([r.source for r in rows]),
+            "kind": pa.array([r.kind for r in rows]),
+            "day": pa.array([r.day for r in rows], pa.string()),
+            "start_line": pa.array([r.start_line for r in rows], pa.int32()),
+            "end_line": pa.array([r.end_line for r in rows], pa.int32()),
+            "heading": pa.array([r.heading for r in rows]),
+            "text": pa.array([r.text for r in rows]),
+            "terms": pa.array([r.terms for r in rows]),
+            "hash": pa.array([r.hash for r in rows]),
+        }
+        select = "id, key, path, source, kind, CAST(day AS DATE), start_line, end_line, heading, text, terms, hash"
+        if self.identity.dims > 0:
+            assert vectors is not None and vectors.shape == (len(rows), self.identity.dims)
+            flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
+            columns["embedding"] = pa.FixedSizeListArray.from_arrays(flat, self.identity.dims)
+            select += f", CAST(embedding AS FLOAT[{self.identity.dims}])"
+        batch = pa.table(columns)  # noqa: F841 - read by DuckDB's replacement scan below
+        self.con.execute(f"INSERT INTO chunks SELECT {select} FROM batch")
+        if live:
+            fts.add_docs(self.con, ids)
+
+    # -- embedding cache --------------------------------------------------------------------------
+    def cached_embeddings(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        if not hashes:
+            return {}
+        rows = self.con.execute(
+            "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
+            "AND hash IN (SELECT unnest(?::VARCHAR[]))",
+            [self.identity.provider, self.identity.model, list(hashes)],
+        ).fetchall()
+        return {digest: np.asarray(vector, dtype=np.float32) for digest, vector in rows}
+
+    def cache_embeddings(self, items: dict[str, np.ndarray]) -> None:
+        if not items:
+            return
+        digests = list(items)
+        matrix = np.stack([items[d] for d in digests]).astype(np.float32)
+        dims = matrix.shape[1]
+        offsets = pa.array(np.arange(0, (len(digests) + 1) * dims, dims, dtype=np.int32))
+        cache = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
+            {
+                "provider": pa.array([self.identity.provider] * len(digests)),
+                "model": pa.array([self.identity.model] * len(digests)),
+                "hash": pa.array(digests),
+                "embedding": pa.ListArray.from_arrays(offsets, pa.array(matrix.ravel(), pa.float32())),
+            }
+        )
+        self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
+
+    def counts(self) -> dict[str, int]:
+        files, chunks = self.con.execute(
+            "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)"
+        ).fetchone() or (0, 0)
+        return {"files": int(files), "chunks": int(chunks)}

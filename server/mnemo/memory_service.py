@@ -1,0 +1,250 @@
+"""MemoryService: the memory engine's one front door for the CLI, the LSP server and the gateway.
+
+It owns the single index writer. Editor buffers are queued with :meth:`schedule_buffer` (never
+blocking) and applied after a debounce; :meth:`search` applies whatever is still pending first, so a
+search sees the text the user just typed instead of stale results.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from mnemo.config import ConfigProblem, Settings
+from mnemo.embeddings import Embedder, EmbeddingError
+from mnemo.errors import IndexBusy, IndexUnavailable, MnemoError
+from mnemo.index.indexer import Indexer, Progress, SyncReport
+from mnemo.search.hybrid import HybridSearcher, SearchOutcome
+from mnemo.workspace.layout import Workspace, WorkspacePathError
+
+log = logging.getLogger(__name__)
+
+PENDING_WAIT_S = 2.0
+"""How long a search waits for the writer to apply pending edits before answering with a note."""
+
+
+@dataclass
+class IndexState:
+    state: str = "not indexed"  # not indexed | indexing | ready | error
+    done: int = 0
+    total: int = 0
+    current: str = ""
+    message: str = ""
+    last_report: SyncReport | None = None
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+class MemoryService:
+    def __init__(
+        self,
+        workspace: Workspace,
+        settings: Settings,
+        embedder: Embedder,
+        config_problems: Sequence[ConfigProblem] = (),
+    ) -> None:
+        self.workspace = workspace
+        self.settings = settings
+        self.embedder = embedder
+        self.config_problems = list(config_problems)
+        self.indexer = Indexer(workspace, embedder, settings.index, settings.chunking)
+        self.searcher = HybridSearcher(embedder, settings.search, self.indexer.embed_lock)
+        self.index_state = IndexState()
+        self._write_lock = threading.RLock()
+        self._pending: dict[str, str | None] = {}
+        self._pending_lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._buffers: dict[str, str] = {}
+
+    # -- indexing -------------------------------------------------------------------------------
+    def sync(
+        self, *, full: bool = False, progress: Progress | None = None, cancel: threading.Event | None = None
+    ) -> SyncReport:
+        """Bring the index up to date with the disk (a full rebuild when needed or asked for)."""
+
+        def track(done: int, total: int, current: str) -> None:
+            self.index_state.done, self.index_state.total, self.index_state.current = done, total, current
+            if progress:
+                progress(done, total, current)
+
+        with self._write_lock:
+            self.index_state.state = "indexing"
+            try:
+                report = self.indexer.sync(full=full, progress=track, cancel=cancel)
+            except duckdb.IOException as exc:
+                self.index_state.state, self.index_state.message = "error", str(exc)
+                raise IndexBusy(
+                    f"the index {self.indexer.path} is in use by another mnemo process "
+                    "(an editor's server?); stop it or use that process"
+                ) from exc
+            except (EmbeddingError, MnemoError, duckdb.Error, OSError) as exc:
+                self.index_state.state, self.index_state.message = "error", str(exc)
+                raise
+            # Buffers open in the editor win over the disk.
+            for rel, text in list(self._buffers.items()):
+                memory_file = self.workspace.classify(rel)
+                if memory_file is not None:
+                    self.indexer.index_text(memory_file, text)
+            self.index_state.state = "ready"
+            self.index_state.message = ""
+            self.index_state.last_report = report
+            self.index_state.problems = report.problems
+            return report
+
+    def schedule_buffer(self, rel_path: str, text: str | None, *, delay_s: float | None = None) -> None:
+        """Queue an editor buffer's text (None: re-read from disk) for indexing after the debounce."""
+        if self.workspace.classify(rel_path) is None:
+            return
+        with self._pending_lock:
+            self._pending[rel_path] = text
+            if text is None:
+                self._buffers.pop(rel_path, None)
+            else:
+                self._buffers[rel_path] = text
+            if self._timer is not None:
+                self._timer.cancel()
+            delay = self.settings.server.debounce_ms / 1000 if delay_s is None else delay_s
+            self._timer = threading.Timer(delay, self._apply_pending_quietly)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def has_pending(self) -> bool:
+        with self._pending_lock:
+            return bool(self._pending)
+
+    def _apply_pending_quietly(self) -> None:
+        try:
+            self.apply_pending()
+        except Exception:
+            log.exception("re-indexing edited buffers failed")
+
+    def apply_pending(self, timeout_s: float = -1) -> bool:
+        """Index queued buffers now. False when the writer stayed busy past ``timeout_s``."""
+        if not self._write_lock.acquire(timeout=timeout_s):
+            return False
+        try:
+            with self._pending_lock:
+                pending, self._pending = self._pending, {}
+            if self.indexer.store is None:
+                with self._pending_lock:
+                    self._pending = {**pending, **self._pending}
+                return True
+            for rel, text in pending.items():
+                memory_file = self.workspace.classify(rel)
+                if memory_file is None:
+                    continue
+                if text is not None:
+                    self.indexer.index_text(memory_file, text)
+                elif (self.workspace.root / rel).is_file():
+                    self.indexer.sync()  # cheap: only files whose mtime or size changed are read
+                else:
+                    self.indexer.remove(rel)
+            return True
+        finally:
+            self._write_lock.release()
+
+    # -- queries --------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        sources: Sequence[str] | None = None,
+        today: date | None = None,
+    ) -> SearchOutcome:
+        notes: list[str] = []
+        if self.has_pending() and not self.apply_pending(timeout_s=PENDING_WAIT_S):
+            notes.append("the index is busy; edits from the last moments may be missing")
+        with self._write_lock:
+            store = self.indexer.store
+            if store is None:
+                raise IndexUnavailable(
+                    "the index is not built yet"
+                    + (f" ({self.index_state.done}/{self.index_state.total} files)" if self.index_state.total else "")
+                    + "; run `mnemo index` or wait for the server to finish indexing"
+                )
+            con = store.reader()
+        try:
+            outcome = self.searcher.search(
+                con,
+                query,
+                dims=store.identity.dims,
+                max_results=max_results,
+                min_score=min_score,
+                sources=sources,
+                today=today,
+            )
+        finally:
+            con.close()
+        outcome.notes.extend(notes)
+        if store.identity.dims == 0:
+            outcome.notes.append("keyword-only mode: no embedding provider (embedding.provider = none)")
+        return outcome
+
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
+        """Read lines of a memory file (the unsaved buffer when the editor has one)."""
+        resolved, memory_file = self.workspace.resolve_memory_path(path)
+        text = self._buffers.get(memory_file.path)
+        if text is None:
+            data = resolved.read_bytes()
+            if b"\x00" in data[:8192]:
+                raise WorkspacePathError(f"{path}: binary file, not Markdown")
+            text = data.decode("utf-8-sig", errors="replace")
+        all_lines = text.splitlines()
+        start = max(1, from_line or 1)
+        if start > max(1, len(all_lines)):
+            raise WorkspacePathError(f"{path}: from={start} is past the end ({len(all_lines)} lines)")
+        count = len(all_lines) - start + 1 if lines is None else max(0, lines)
+        chosen = all_lines[start - 1 : start - 1 + count]
+        return {
+            "path": memory_file.path,
+            "from": start,
+            "lines": len(chosen),
+            "totalLines": len(all_lines),
+            "text": "\n".join(chosen),
+        }
+
+    def status(self) -> dict[str, Any]:
+        store = self.indexer.store
+        counts = {"files": 0, "chunks": 0}
+        if store is not None:
+            with self._write_lock:
+                reader = store.reader()
+                try:
+                    row = reader.execute(
+                        "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)"
+                    ).fetchone()
+                finally:
+                    reader.close()
+            counts = {"files": int(row[0]), "chunks": int(row[1])} if row else counts
+        provider = self.settings.embedding.provider
+        state = self.index_state
+        return {
+            "workspace": str(self.workspace.root),
+            "index": str(self.indexer.path),
+            "state": state.state,
+            "progress": {"done": state.done, "total": state.total, "current": state.current},
+            "message": state.message,
+            **counts,
+            "provider": provider,
+            "model": store.identity.model if store is not None else "",
+            "dims": store.identity.dims if store is not None else 0,
+            "mode": "keyword" if provider == "none" else "hybrid",
+            "configProblems": [str(p) for p in self.config_problems],
+            "fileProblems": [{"path": p, "problem": m} for p, m in state.problems],
+        }
+
+    def close(self) -> None:
+        with self._pending_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+        with self._write_lock:
+            self.indexer.close()
+        self.embedder.close()

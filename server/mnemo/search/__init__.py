@@ -1,0 +1,1 @@
+"""Hybrid memory search: candidates, ranking parts, decay, MMR."""

@@ -1,0 +1,195 @@
+"""The workspace as a document set: which files are memory, of what kind, and safe path resolution.
+
+Kinds:
+- evergreen: ``MEMORY.md`` and undated ``memory/*.md`` topics (never decayed);
+- daily: ``memory/YYYY-MM-DD.md``;
+- snapshot: ``memory/YYYY-MM-DD-slug.md`` (dated, decayed like daily notes);
+- skill: ``skills/*/SKILL.md`` (its own search source);
+- session: ``sessions/*.jsonl`` transcripts (their own search source).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import date
+from enum import StrEnum
+from pathlib import Path, PurePosixPath
+
+
+class FileKind(StrEnum):
+    EVERGREEN = "evergreen"
+    DAILY = "daily"
+    SNAPSHOT = "snapshot"
+    SKILL = "skill"
+    SESSION = "session"
+
+
+class WorkspacePathError(ValueError):
+    """A path that is not a memory file inside the workspace (escape, symlink out, wrong type)."""
+
+
+_DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-([^/]+))?\.md$")
+
+
+@dataclass(frozen=True)
+class MemoryFile:
+    path: str  # workspace-relative, POSIX separators
+    kind: FileKind
+    day: date | None  # the date in a daily or snapshot file's name
+
+    @property
+    def source(self) -> str:
+        """The search source: memory, skills or sessions."""
+        if self.kind is FileKind.SKILL:
+            return "skills"
+        if self.kind is FileKind.SESSION:
+            return "sessions"
+        return "memory"
+
+    @property
+    def evergreen(self) -> bool:
+        return self.day is None
+
+
+def _dated(name: str) -> tuple[date, bool] | None:
+    match = _DATED.match(name)
+    if not match:
+        return None
+    try:
+        day = date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+    except ValueError:
+        return None
+    return day, match.group(4) is not None
+
+
+class Workspace:
+    """A folder of Markdown memory owned by the user. mnemo never writes Markdown while indexing."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        ignore: Sequence[str] = (),
+        extra_paths: Sequence[str] = (),
+        include_sessions: bool = True,
+    ) -> None:
+        self.root = root.resolve()
+        self.ignore = tuple(ignore)
+        self.extra_paths = tuple(p.strip("/") for p in extra_paths if p.strip("/"))
+        self.include_sessions = include_sessions
+
+    # -- classification -------------------------------------------------------------------------
+    def classify(self, rel_path: str) -> MemoryFile | None:
+        """Kind of a workspace-relative path, or None when it is not memory (or is ignored)."""
+        rel = PurePosixPath(rel_path)
+        if rel.is_absolute() or ".." in rel.parts or self.is_ignored(rel_path):
+            return None
+        parts = rel.parts
+        if parts == ("MEMORY.md",) or parts == ("memory.md",):
+            return MemoryFile(rel.as_posix(), FileKind.EVERGREEN, None)
+        if len(parts) >= 2 and parts[0] == "memory" and rel.suffix == ".md":
+            dated = _dated(parts[-1]) if len(parts) == 2 else None
+            if dated is None:
+                return MemoryFile(rel.as_posix(), FileKind.EVERGREEN, None)
+            day, is_snapshot = dated
+            return MemoryFile(rel.as_posix(), FileKind.SNAPSHOT if is_snapshot else FileKind.DAILY, day)
+        if len(parts) == 3 and parts[0] == "skills" and parts[2] == "SKILL.md":
+            return MemoryFile(rel.as_posix(), FileKind.SKILL, None)
+        if self.include_sessions and len(parts) == 2 and parts[0] == "sessions" and rel.suffix == ".jsonl":
+            return MemoryFile(rel.as_posix(), FileKind.SESSION, None)
+        for extra in self.extra_paths:
+            if rel.as_posix().startswith(extra + "/") and rel.suffix == ".md":
+                return MemoryFile(rel.as_posix(), FileKind.EVERGREEN, None)
+        return None
+
+    def is_ignored(self, rel_path: str) -> bool:
+        parts = PurePosixPath(rel_path).parts
+        for pattern in self.ignore:
+            if fnmatch.fnmatch(rel_path, pattern) or any(fnmatch.fnmatch(p, pattern) for p in parts):
+                return True
+        return any(p.startswith(".") and p not in (".", "..") for p in parts)
+
+    # -- paths ----------------------------------------------------------------------------------
+    def relative(self, path: Path) -> str | None:
+        """Workspace-relative POSIX path of an absolute path, or None when it lies outside."""
+        try:
+            return path.resolve().relative_to(self.root).as_posix()
+        except (ValueError, OSError):
+            return None
+
+    def rel_from_uri(self, uri: str) -> str | None:
+        from urllib.parse import unquote, urlparse
+
+        parsed = urlparse(uri)
+        if parsed.scheme != "file":
+            return None
+        return self.relative(Path(unquote(parsed.path)))
+
+    def uri(self, rel_path: str) -> str:
+        return (self.root / rel_path).as_uri()
+
+    def resolve_memory_path(self, rel_path: str) -> tuple[Path, MemoryFile]:
+        """Resolve a user-given path to a Markdown memory file inside the workspace, or raise."""
+        if not rel_path or "\x00" in rel_path:
+            raise WorkspacePathError("path is empty or contains a NUL byte")
+        pure = PurePosixPath(rel_path.replace("\\", "/"))
+        if pure.is_absolute():
+            raise WorkspacePathError(f"{rel_path}: absolute paths are not allowed; give a workspace path")
+        if ".." in pure.parts:
+            raise WorkspacePathError(f"{rel_path}: '..' is not allowed in memory paths")
+        if pure.suffix.lower() != ".md":
+            raise WorkspacePathError(f"{rel_path}: only Markdown (.md) memory files can be read")
+        memory_file = self.classify(pure.as_posix())
+        if memory_file is None or memory_file.kind is FileKind.SESSION:
+            raise WorkspacePathError(
+                f"{rel_path}: not a memory file (MEMORY.md, memory/*.md, skills/*/SKILL.md)"
+            )
+        candidate = self.root / pure
+        resolved = candidate.resolve()
+        if not resolved.is_relative_to(self.root):
+            raise WorkspacePathError(f"{rel_path}: resolves outside the workspace (symlink?)")
+        if candidate.is_symlink():
+            raise WorkspacePathError(f"{rel_path}: symlinked memory files are not followed")
+        if not resolved.is_file():
+            raise WorkspacePathError(f"{rel_path}: no such memory file")
+        return resolved, memory_file
+
+    # -- scanning -------------------------------------------------------------------------------
+    def scan(self) -> Iterator[tuple[MemoryFile, os.stat_result]]:
+        """Every memory file on disk, skipping symlinks (no escapes) and ignored paths."""
+        roots = ["memory", "skills", *self.extra_paths]
+        if self.include_sessions:
+            roots.append("sessions")
+        for top in ("MEMORY.md", "memory.md"):
+            path = self.root / top
+            if path.is_file() and not path.is_symlink():
+                memory_file = self.classify(top)
+                if memory_file is not None:
+                    yield memory_file, path.stat()
+                break
+        seen: set[str] = set()
+        for top in roots:
+            base = self.root / top
+            if not base.is_dir() or base.is_symlink():
+                continue
+            for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+                dirnames[:] = sorted(d for d in dirnames if not (Path(dirpath) / d).is_symlink())
+                for name in sorted(filenames):
+                    path = Path(dirpath) / name
+                    if path.is_symlink():
+                        continue
+                    rel = path.relative_to(self.root).as_posix()
+                    if rel in seen:
+                        continue
+                    memory_file = self.classify(rel)
+                    if memory_file is None:
+                        continue
+                    seen.add(rel)
+                    try:
+                        yield memory_file, path.stat()
+                    except OSError:
+                        continue  # deleted while scanning
