@@ -18,10 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "server"))
 
-from secrets_corpus import generate_corpus  # noqa: E402
-
 from mnemo.secrets import scan_text  # noqa: E402
 from mnemo.secrets.rules import default_ruleset  # noqa: E402
+from secrets_corpus import generate_corpus  # noqa: E402
 
 
 def corpus_of_size(seed: int, megabytes: float) -> list[tuple[str, str, list]]:  # type: ignore[type-arg]
@@ -36,7 +35,9 @@ def corpus_of_size(seed: int, megabytes: float) -> list[tuple[str, str, list]]: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seed", type=int, default=7, help="corpus seed (default 7)")
     parser.add_argument("--mb", type=float, default=5.0, help="corpus size in MB (default 5)")
     parser.add_argument("--repeat", type=int, default=20, help="runs of the 100 KB scan (default 20)")
@@ -70,8 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         times.append((time.perf_counter() - t0) * 1000)
 
     print(f"rules: {len(rules.rules)} loaded in {load_s * 1000:.0f} ms ({len(rules.dropped)} dropped)")
-    print(f"corpus: {len(corpus)} notes, {n_bytes / 1e6:.2f} MB, {tp + fn} planted secrets (seed {args.seed})")
-    print(f"precision: {tp / max(1, tp + fp):.4f}  recall: {tp / max(1, tp + fn):.4f}  (tp={tp} fp={fp} fn={fn})")
+    print(
+        f"corpus: {len(corpus)} notes, {n_bytes / 1e6:.2f} MB, {tp + fn} planted secrets (seed {args.seed})"
+    )
+    print(
+        f"precision: {tp / max(1, tp + fp):.4f}  recall: {tp / max(1, tp + fn):.4f}  (tp={tp} fp={fp} fn={fn})"
+    )
     print(f"throughput: {n_bytes / 1e6 / scan_s:.2f} MB/s ({scan_s:.2f} s)")
     print(
         f"100 KB note ({len(big.encode()) / 1000:.0f} KB): median {statistics.median(times):.1f} ms, "

@@ -99,7 +99,8 @@ def convert(config: dict[str, Any], commit: str) -> dict[str, Any]:
         if extend:
             out["extend_left"] = extend
         if rid in ANCHORED:
-            out["anchor"] = True
+            # keyword (<= 10 chars) + [ \t\w.-]{0,20} + [\s'"]{0,3} + separator fits in 40 chars
+            out.update(anchor=True, precheck=r"[=>:|?,]", precheck_window=40)
         allowlists = [a for a in (convert_allowlist(al) for al in rule.get("allowlists", [])) if a]
         if allowlists:
             out["allowlists"] = allowlists
@@ -120,7 +121,9 @@ def convert(config: dict[str, Any], commit: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("toml", type=Path, help="gitleaks config/gitleaks.toml")
     parser.add_argument("--commit", default="unknown", help="gitleaks commit the file was taken from")
     parser.add_argument("-o", "--output", type=Path, default=None, help="output JSON (default: stdout)")

@@ -39,7 +39,12 @@ def _r(rng: random.Random, alphabet: str, n: int) -> str:
 
 def _mixed(rng: random.Random, alphabet: str, n: int) -> str:
     """Random value that surely holds an upper, a lower letter and a digit (as real keys do)."""
-    body = list(_r(rng, alphabet, n - 3)) + [rng.choice("ABCDEFGHJKMNPQRSTUVWXYZ"), rng.choice("abcdefghjkmnpqrstuvwxyz"), rng.choice("23456789")]
+    body = [
+        *_r(rng, alphabet, n - 3),
+        rng.choice("ABCDEFGHJKMNPQRSTUVWXYZ"),
+        rng.choice("abcdefghjkmnpqrstuvwxyz"),
+        rng.choice("23456789"),
+    ]
     rng.shuffle(body)
     return "".join(body)
 
@@ -58,7 +63,11 @@ def _url_password(rng: random.Random) -> str:
 
 def _jwt(rng: random.Random) -> str:
     header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    claims = {"sub": str(rng.randint(10**6, 10**9)), "name": rng.choice(["ana", "bo", "kim"]), "iat": rng.randint(1_600_000_000, 1_800_000_000)}
+    claims = {
+        "sub": str(rng.randint(10**6, 10**9)),
+        "name": rng.choice(["ana", "bo", "kim"]),
+        "iat": rng.randint(1_600_000_000, 1_800_000_000),
+    }
     return f"{header}.{_b64url(json.dumps(claims).encode())}.{_mixed(rng, B64URL, 43)}"
 
 
@@ -66,7 +75,9 @@ def _pem(rng: random.Random, label: str) -> str:
     lead = "b3BlbnNzaC1rZXktdjEAAAAA" if label == "OPENSSH" else "MIIEow"
     body = lead + _r(rng, ALNUM + "+/", 64 * rng.randint(6, 14) - len(lead))
     lines = [body[i : i + 64] for i in range(0, len(body), 64)]
-    return f"-----BEGIN {label} PRIVATE KEY-----\n" + "\n".join(lines) + f"\n-----END {label} PRIVATE KEY-----"
+    return (
+        f"-----BEGIN {label} PRIVATE KEY-----\n" + "\n".join(lines) + f"\n-----END {label} PRIVATE KEY-----"
+    )
 
 
 Maker = Callable[[random.Random], tuple[str, str, str]]  # -> (prefix, value, suffix) on one line
@@ -102,52 +113,145 @@ def _kinds() -> dict[str, Maker]:
 
     def url(scheme: str, port: int) -> Maker:
         def make(rng: random.Random) -> tuple[str, str, str]:
-            user, host = rng.choice(["app", "admin", "svc_rw"]), rng.choice(["db.internal", "10.0.3.7", "prod-db.example.net"])
+            user, host = (
+                rng.choice(["app", "admin", "svc_rw"]),
+                rng.choice(["db.internal", "10.0.3.7", "prod-db.example.net"]),
+            )
             return f"- DSN: `{scheme}://{user}:", _url_password(rng), f"@{host}:{port}/main`"
 
         return make
 
     return {
-        "aws-access-key": tok(["aws access key id"], lambda g: "AKIA" + _r(g, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)),
-        "aws-secret-key": assign(["aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"], lambda g: _mixed(g, ALNUM + "/+", 40)),
+        "aws-access-key": tok(
+            ["aws access key id"], lambda g: "AKIA" + _r(g, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)
+        ),
+        "aws-secret-key": assign(
+            ["aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"], lambda g: _mixed(g, ALNUM + "/+", 40)
+        ),
         "github-pat": tok(["github token"], lambda g: "ghp_" + _mixed(g, ALNUM, 36)),
-        "github-fine-grained": tok(["gh pat"], lambda g: "github_pat_" + _mixed(g, ALNUM, 22) + "_" + _mixed(g, ALNUM, 59)),
+        "github-fine-grained": tok(
+            ["gh pat"], lambda g: "github_pat_" + _mixed(g, ALNUM, 22) + "_" + _mixed(g, ALNUM, 59)
+        ),
         "gitlab-pat": tok(["gitlab token"], lambda g: "glpat-" + _mixed(g, ALNUM + "-_", 20)),
-        "slack-bot": tok(["slack bot"], lambda g: f"xoxb-{_r(g, string.digits, 11)}-{_r(g, string.digits, 12)}-{_mixed(g, ALNUM, 24)}"),
-        "slack-webhook": tok(["slack hook"], lambda g: f"https://hooks.slack.com/services/T{_r(g, string.ascii_uppercase + string.digits, 10)}/B{_r(g, string.ascii_uppercase + string.digits, 10)}/{_mixed(g, ALNUM, 24)}"),
+        "slack-bot": tok(
+            ["slack bot"],
+            lambda g: f"xoxb-{_r(g, string.digits, 11)}-{_r(g, string.digits, 12)}-{_mixed(g, ALNUM, 24)}",
+        ),
+        "slack-webhook": tok(
+            ["slack hook"],
+            lambda g: (
+                f"https://hooks.slack.com/services/T{_r(g, string.ascii_uppercase + string.digits, 10)}/B{_r(g, string.ascii_uppercase + string.digits, 10)}/{_mixed(g, ALNUM, 24)}"
+            ),
+        ),
         "stripe-live": tok(["stripe key"], lambda g: "sk_live_" + _mixed(g, ALNUM, g.randint(24, 40))),
-        "openai": tok(["openai key"], lambda g: "sk-proj-" + _mixed(g, B64URL, 74) + "T3BlbkFJ" + _mixed(g, B64URL, 74)),
+        "openai": tok(
+            ["openai key"], lambda g: "sk-proj-" + _mixed(g, B64URL, 74) + "T3BlbkFJ" + _mixed(g, B64URL, 74)
+        ),
         "anthropic": tok(["anthropic key"], lambda g: "sk-ant-api03-" + _mixed(g, B64URL, 93) + "AA"),
         "google-api": tok(["maps key"], lambda g: "AIza" + _mixed(g, B64URL, 35)),
         "twilio": tok(["twilio api key"], lambda g: "SK" + _r(g, HEX, 32)),
-        "sendgrid": tok(["sendgrid key"], lambda g: "SG." + _mixed(g, B64URL, 22) + "." + _mixed(g, B64URL, 43)),
+        "sendgrid": tok(
+            ["sendgrid key"], lambda g: "SG." + _mixed(g, B64URL, 22) + "." + _mixed(g, B64URL, 43)
+        ),
         "npm": tok(["npm token"], lambda g: "npm_" + _mixed(g, ALNUM, 36)),
         "pypi": tok(["pypi token"], lambda g: "pypi-AgEIcHlwaS5vcmc" + _mixed(g, B64URL, 70)),
         "jwt": tok(["session jwt"], _jwt),
         "huggingface": tok(["hf token"], lambda g: "hf_" + _r(g, string.ascii_letters, 34)),
         "digitalocean": tok(["do token"], lambda g: "dop_v1_" + _r(g, HEX, 64)),
-        "telegram": tok(["telegram bot"], lambda g: f"{g.randint(10**8, 10**10 - 1)}:AA{_mixed(g, B64URL, 33)}"),
-        "discord": tok(["discord bot"], lambda g: "MT" + _mixed(g, ALNUM, 22) + "." + _mixed(g, B64URL, 6) + "." + _mixed(g, B64URL, 38)),
+        "telegram": tok(
+            ["telegram bot"], lambda g: f"{g.randint(10**8, 10**10 - 1)}:AA{_mixed(g, B64URL, 33)}"
+        ),
+        "discord": tok(
+            ["discord bot"],
+            lambda g: "MT" + _mixed(g, ALNUM, 22) + "." + _mixed(g, B64URL, 6) + "." + _mixed(g, B64URL, 38),
+        ),
         "postgres-url": url("postgres", 5432),
         "mysql-url": url("mysql", 3306),
         "mongodb-url": url("mongodb+srv", 27017),
         "redis-url": url("redis", 6379),
         "password": assign(["password", "db_password", "Password", "admin passwd"], _password),
-        "env-api-key": assign(["API_KEY", "SERVICE_API_KEY", "APP_SECRET", "AUTH_TOKEN", "secret", "token"], lambda g: _mixed(g, ALNUM, g.randint(24, 40))),
-        "azure-storage": lambda g: ("DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=", _mixed(g, ALNUM + "+/", 86) + "==", ";EndpointSuffix=core.windows.net"),
-        "ado-password": lambda g: ("Server=tcp:sql.acme.net,1433;Database=crm;User ID=app;Password=", _password(g).replace(";", "x"), ";Encrypt=True;"),
+        "env-api-key": assign(
+            ["API_KEY", "SERVICE_API_KEY", "APP_SECRET", "AUTH_TOKEN", "secret", "token"],
+            lambda g: _mixed(g, ALNUM, g.randint(24, 40)),
+        ),
+        "azure-storage": lambda g: (
+            "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=",
+            _mixed(g, ALNUM + "+/", 86) + "==",
+            ";EndpointSuffix=core.windows.net",
+        ),
+        "ado-password": lambda g: (
+            "Server=tcp:sql.acme.net,1433;Database=crm;User ID=app;Password=",
+            _password(g).replace(";", "x"),
+            ";Encrypt=True;",
+        ),
     }
 
 
 KINDS = _kinds()
 PEM_KINDS = ("pem-rsa", "pem-openssh")
 
-_WORDS = (
-    "memory note meeting project deploy review budget plan customer design release team weekly "
-    "the a of to and in for with on we our will should about after before policy token budget "
-    "password rotation key idea access cache index search vector model prompt context summary "
-    "migration schema server client latency retry queue backlog 會議 記錄 データ 🚀 ✅ café naïve"
-).split()
+_WORDS = [
+    "memory",
+    "note",
+    "meeting",
+    "project",
+    "deploy",
+    "review",
+    "budget",
+    "plan",
+    "customer",
+    "design",
+    "release",
+    "team",
+    "weekly",
+    "the",
+    "a",
+    "of",
+    "to",
+    "and",
+    "in",
+    "for",
+    "with",
+    "on",
+    "we",
+    "our",
+    "will",
+    "should",
+    "about",
+    "after",
+    "before",
+    "policy",
+    "token",
+    "budget",
+    "password",
+    "rotation",
+    "key",
+    "idea",
+    "access",
+    "cache",
+    "index",
+    "search",
+    "vector",
+    "model",
+    "prompt",
+    "context",
+    "summary",
+    "migration",
+    "schema",
+    "server",
+    "client",
+    "latency",
+    "retry",
+    "queue",
+    "backlog",
+    "會議",
+    "記錄",
+    "データ",
+    "🚀",
+    "✅",
+    "café",
+    "naïve",
+]
 
 _PROSE = [
     "Our password policy requires 12 characters and rotation every 90 days.",
@@ -202,7 +306,9 @@ def _decoy(rng: random.Random) -> str:
             ]
         )
     if choice == 5:
-        return f"![logo](data:image/png;base64,{base64.b64encode(rng.randbytes(rng.randint(60, 400))).decode()})"
+        return (
+            f"![logo](data:image/png;base64,{base64.b64encode(rng.randbytes(rng.randint(60, 400))).decode()})"
+        )
     if choice == 6:
         return f"Order {rng.randint(10**15, 10**20)} shipped; call +1 {rng.randint(200, 999)} {rng.randint(1000000, 9999999)}."
     if choice == 7:
@@ -215,7 +321,9 @@ def _prose(rng: random.Random) -> str:
     return " ".join(words).capitalize() + "."
 
 
-def generate_note(rng: random.Random, n_secrets: int, n_decoys: int, n_prose: int) -> tuple[str, list[Planted]]:
+def generate_note(
+    rng: random.Random, n_secrets: int, n_decoys: int, n_prose: int
+) -> tuple[str, list[Planted]]:
     """One Markdown note; returns its text and the planted secrets (exact offsets)."""
     blocks: list[tuple[str, str, str, str] | str] = [_prose(rng) for _ in range(n_prose)]
     blocks += [_decoy(rng) for _ in range(n_decoys)]

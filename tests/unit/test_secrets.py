@@ -10,10 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from secrets_corpus import KINDS, PEM_KINDS, _decoy, _pem, generate_corpus  # noqa: E402
-
-from mnemo.secrets import SecretFinding, default_ruleset, redact_text, scan_text, utf16_col  # noqa: E402
-from mnemo.secrets.rules import shannon_entropy  # noqa: E402
+from mnemo.secrets import SecretFinding, default_ruleset, redact_text, scan_text, utf16_col
+from mnemo.secrets.rules import shannon_entropy
+from secrets_corpus import KINDS, PEM_KINDS, _decoy, _pem, generate_corpus
 
 
 def _plant(kind: str, seed: int) -> tuple[str, str, int]:
@@ -88,7 +87,7 @@ def test_allow_comment_suppresses_only_its_line() -> None:
 
 
 def test_pem_block_range_spans_lines() -> None:
-    text, value, start = _plant("pem-rsa", 8)
+    text, value, _start = _plant("pem-rsa", 8)
     (f,) = scan_text(text)
     assert f.end_line - f.line == value.count("\n") > 1
     assert f.start_col == 0 and f.end_col == len("-----END RSA PRIVATE KEY-----")
@@ -108,7 +107,7 @@ def test_redaction_replaces_exactly_the_value_and_rescan_is_clean() -> None:
 
 
 def test_overlaps_keep_the_most_specific_rule() -> None:
-    text, value, start = _plant("openai", 3)
+    text, value, _start = _plant("openai", 3)
     env = f"OPENAI_API_KEY={value}\n"
     (f,) = scan_text(env)
     assert f.rule_id == "openai-api-key" and (f.start, f.end) == (15, 15 + len(value))
@@ -123,7 +122,7 @@ def test_preview_is_masked() -> None:
 
 
 def test_utf16_columns_with_emoji_and_cjk() -> None:
-    text, value, _ = _plant("github-pat", 2)
+    _text, value, _ = _plant("github-pat", 2)
     line = f"🔑🙂 会議メモ token → {value} done"
     (f,) = scan_text("intro\n" + line + "\n")
     assert line[f.start_col : f.end_col] == value

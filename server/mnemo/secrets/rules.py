@@ -41,13 +41,19 @@ class Allowlist:
     target: str  # "secret" | "match" | "line"
     regexes: tuple[regex.Pattern[str], ...] = ()
     stopwords: tuple[str, ...] = ()
+    stopword_pattern: re.Pattern[str] | None = None  # one trie search instead of one per word
+
+    @classmethod
+    def build(cls, target: str, regexes: Iterable[regex.Pattern[str]], stopwords: Iterable[str]) -> Allowlist:
+        words = tuple(sorted({w.lower() for w in stopwords}))
+        pattern = re.compile(_trie_pattern(words)) if words else None
+        return cls(target, tuple(regexes), words, pattern)
 
     def allows(self, secret: str, match: str, line: str) -> bool:
         subject = {"match": match, "line": line}.get(self.target, secret)
         if any(p.search(subject) for p in self.regexes):
             return True
-        lowered = secret.lower()
-        return any(word in lowered for word in self.stopwords)
+        return self.stopword_pattern is not None and self.stopword_pattern.search(secret.lower()) is not None
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,8 @@ class Rule:
     extend_left: int = 0
     multiline: bool = False
     anchor: bool = False  # the regex starts at one of its keywords: try it only there
+    # Anchored rules: a cheap pattern that must occur within `precheck[1]` chars of the keyword.
+    precheck: tuple[re.Pattern[str], int] | None = None
     require: tuple[str, ...] = ()
     allowlists: tuple[Allowlist, ...] = ()
     source: str = "mnemo"
@@ -80,9 +88,9 @@ class Rule:
     def value_ok(self, secret: str) -> bool:
         if self.entropy and shannon_entropy(secret) <= self.entropy:
             return False
-        if self.entropy and self.source == "gitleaks" and self.id.startswith("generic"):
-            if not any(c.isdigit() for c in secret):
-                return False
+        generic = self.entropy and self.source == "gitleaks" and self.id.startswith("generic")
+        if generic and not any(c.isdigit() for c in secret):
+            return False
         for need in self.require:
             if need == "letter" and not any(c.isalpha() for c in secret):
                 return False
@@ -148,10 +156,10 @@ def _trie_pattern(words: Iterable[str]) -> str:
 
 
 def _allowlist(raw: dict[str, Any]) -> Allowlist:
-    return Allowlist(
-        target=raw.get("target", "secret"),
-        regexes=tuple(compile_pattern(p) for p in raw.get("regexes", [])),
-        stopwords=tuple(s.lower() for s in raw.get("stopwords", [])),
+    return Allowlist.build(
+        raw.get("target", "secret"),
+        (compile_pattern(p) for p in raw.get("regexes", [])),
+        raw.get("stopwords", []),
     )
 
 
@@ -171,6 +179,9 @@ def _rule(raw: dict[str, Any], source: str) -> Rule:
         extend_left=int(raw.get("extend_left", 0)),
         multiline=bool(raw.get("multiline", False)) or "[\\s\\S" in raw["regex"],
         anchor=bool(raw.get("anchor", False)),
+        precheck=(re.compile(raw["precheck"]), int(raw.get("precheck_window", 64)))
+        if raw.get("precheck")
+        else None,
         require=tuple(raw.get("require", [])),
         allowlists=tuple(_allowlist(a) for a in raw.get("allowlists", [])),
         source=source,
@@ -200,7 +211,7 @@ def build_ruleset(documents: Sequence[dict[str, Any]]) -> RuleSet:
         marker = allow.get("line_marker", marker)
     return RuleSet(
         rules=rules,
-        global_allowlist=Allowlist("secret", tuple(regexes), tuple(stopwords)),
+        global_allowlist=Allowlist.build("secret", regexes, stopwords),
         documented_examples=frozenset(examples),
         line_marker=marker,
         dropped=dropped,

@@ -151,12 +151,15 @@ def _anchored(rule: Rule, positions: list[int], text: str) -> list[regex.Match[s
     matches: list[regex.Match[str]] = []
     line_end = -1
     covered = -1
+    pre, window = rule.precheck or (None, 0)
     for pos in positions:
         if pos < covered:
             continue
         if pos >= line_end:
             nl = text.find("\n", pos)
             line_end = nl + 1 if nl >= 0 else len(text)
+        if pre is not None and not pre.search(text, pos, min(line_end, pos + window)):
+            continue
         m = rule.pattern.match(text, pos, line_end)
         if m:
             matches.append(m)
