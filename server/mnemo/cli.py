@@ -162,6 +162,12 @@ def _print_results(outcome: dict[str, Any], explain: bool) -> None:
 def _run(args: argparse.Namespace) -> int:
     from mnemo.services import build_services
 
+    if args.command == "serve":
+        from mnemo.lsp.server import serve
+
+        explicit = "--workspace" in sys.argv or "-w" in sys.argv
+        return serve(args.workspace.resolve() if explicit else None, ws=args.ws)
+
     services = build_services(args.workspace.resolve(), provider=getattr(args, "provider", None))
     for problem in services.problems:
         print(f"warning: {problem}", file=sys.stderr)
@@ -201,10 +207,6 @@ def _run(args: argparse.Namespace) -> int:
                 for problem in status["configProblems"]:
                     print(f"warning: {problem}")
             return 0
-        if args.command == "serve":
-            from mnemo.lsp.server import serve
-
-            return serve(services, ws=args.ws)
     finally:
         services.close()
     return 2

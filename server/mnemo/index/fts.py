@@ -106,10 +106,12 @@ def remove_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
 _QUERY = f"""
 WITH q AS (SELECT DISTINCT stem(t, 'porter') AS term FROM (SELECT unnest(?::VARCHAR[]) AS t) WHERE t <> ''),
 st AS (SELECT num_docs, avgdl FROM {SCHEMA}.stats),
-qt AS (
-  SELECT d.termid, log(((st.num_docs - d.df + 0.5) / (d.df + 0.5)) + 1) AS idf
-  FROM {SCHEMA}.dict d JOIN q ON d.term = q.term, st WHERE d.df > 0
+qall AS (
+  SELECT d.termid, coalesce(d.df, 0) AS df,
+         log(((st.num_docs - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) + 1) AS idf
+  FROM q LEFT JOIN {SCHEMA}.dict d ON d.term = q.term, st
 ),
+qt AS (SELECT termid, idf FROM qall WHERE df > 0),
 tf AS (
   SELECT docid, termid, count(*) AS tf FROM {SCHEMA}.terms
   WHERE termid IN (SELECT termid FROM qt) GROUP BY docid, termid
@@ -121,8 +123,10 @@ scored AS (
   FROM tf JOIN qt ON tf.termid = qt.termid JOIN {SCHEMA}.docs docs ON docs.docid = tf.docid, st
   GROUP BY docs.name
 )
-SELECT id, bm25, covered, (SELECT sum(idf) FROM qt) AS total FROM scored
+SELECT id, bm25, covered, (SELECT sum(idf) FROM qall) AS total FROM scored
 """
+"""``total`` counts every query term, unknown ones at the highest IDF: a chunk that matches one common
+word of a long question covers little of it."""
 
 
 def search(
@@ -132,7 +136,7 @@ def search(
     limit: int,
     only_ids: Sequence[int] | None = None,
 ) -> list[tuple[int, float, float, float]]:
-    """(chunk id, bm25, idf mass covered, idf mass of all known query terms), best first."""
+    """(chunk id, bm25, idf mass covered, idf mass of all query terms), best first."""
     if not terms:
         return []
     if only_ids is not None:

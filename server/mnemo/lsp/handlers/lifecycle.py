@@ -1,0 +1,115 @@
+"""initialize / initialized / shutdown, background indexing with work-done progress, status, commands."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from lsprotocol import types
+
+from mnemo.lsp import protocol
+from mnemo.lsp.server import MnemoLanguageServer
+
+log = logging.getLogger(__name__)
+
+
+def _root_from(params: types.InitializeParams, server: MnemoLanguageServer) -> Path:
+    if server.requested_workspace is not None:
+        return server.requested_workspace
+    options = params.initialization_options
+    if isinstance(options, dict) and isinstance(options.get("workspace"), str):
+        return Path(options["workspace"]).expanduser()
+    uri = None
+    if params.workspace_folders:
+        uri = params.workspace_folders[0].uri
+    elif params.root_uri:
+        uri = params.root_uri
+    if uri:
+        return Path(unquote(urlparse(uri).path))
+    if params.root_path:
+        return Path(params.root_path)
+    return Path.cwd()
+
+
+async def index_in_background(server: MnemoLanguageServer, *, full: bool = False) -> None:
+    """Sync the index on a worker thread, reporting work-done progress; typing never waits on it."""
+    memory = server.core.memory
+    token = f"mnemo-index-{uuid.uuid4()}"
+    progress = server.work_done_progress
+    try:
+        await progress.create_async(token)
+        has_progress = True
+    except Exception:  # the client does not support server-initiated progress
+        has_progress = False
+    if has_progress:
+        progress.begin(
+            token, types.WorkDoneProgressBegin(title="mnemo: indexing memory", percentage=0, cancellable=True)
+        )
+
+    def report(done: int, total: int, current: str) -> None:
+        if has_progress:
+            pct = int(100 * done / total) if total else 100
+            server.post(
+                lambda: progress.report(
+                    token, types.WorkDoneProgressReport(message=f"{done}/{total} {current}", percentage=pct)
+                )
+            )
+        server.post(lambda: server.protocol.notify(protocol.INDEX_STATUS, memory.status()))
+
+    server.index_cancel.clear()
+    cancel_future = progress.tokens.get(token)
+    if cancel_future is not None:
+        cancel_future.add_done_callback(lambda _f: server.index_cancel.set())
+    message = "done"
+    try:
+        report_ = await asyncio.to_thread(memory.sync, full=full, progress=report, cancel=server.index_cancel)
+        message = (
+            f"{report_.files_indexed} file(s) indexed, {report_.chunks_embedded} chunk(s) embedded "
+            f"in {report_.seconds:.1f}s"
+        )
+        for path, problem in report_.problems:
+            log.warning("%s: %s", path, problem)
+    except Exception as exc:
+        message = f"indexing failed: {exc}"
+        log.error("indexing failed: %s (see the server log)", exc)
+    finally:
+        if has_progress:
+            progress.end(token, types.WorkDoneProgressEnd(message=message))
+        server.protocol.notify(protocol.INDEX_STATUS, memory.status())
+
+
+def register(server: MnemoLanguageServer) -> None:
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: MnemoLanguageServer, params: types.InitializeParams) -> None:
+        root = _root_from(params, ls)
+        services = ls.start_services(root.resolve())
+        for problem in services.problems:
+            log.warning("%s", problem)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: MnemoLanguageServer, params: types.InitializedParams) -> None:
+        ls.loop = asyncio.get_running_loop()
+        ls.log_handler.flush_buffer()
+        ls.index_task = asyncio.create_task(index_in_background(ls))
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: MnemoLanguageServer, params: None) -> None:
+        ls.index_cancel.set()
+
+    @server.feature(protocol.STATUS)
+    async def status(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(ls.core.memory.status)
+
+    @server.command(protocol.CMD_REINDEX)
+    async def reindex(ls: MnemoLanguageServer, *args: Any) -> dict[str, Any]:
+        full = bool(args and isinstance(args[0], dict) and args[0].get("full"))
+        if ls.index_task is not None and not ls.index_task.done():
+            ls.index_cancel.set()
+            await asyncio.gather(ls.index_task, return_exceptions=True)
+        ls.index_task = asyncio.create_task(index_in_background(ls, full=full))
+        await ls.index_task
+        return await asyncio.to_thread(ls.core.memory.status)

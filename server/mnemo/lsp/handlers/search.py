@@ -1,0 +1,41 @@
+"""mnemo/memorySearch and mnemo/memoryGet: params in, one core call, result out."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pygls.exceptions import JsonRpcInvalidParams
+
+from mnemo.embeddings import EmbeddingError
+from mnemo.errors import MnemoError
+from mnemo.lsp import protocol
+from mnemo.lsp.server import MnemoLanguageServer
+from mnemo.workspace.layout import WorkspacePathError
+
+
+def register(server: MnemoLanguageServer) -> None:
+    @server.feature(protocol.MEMORY_SEARCH)
+    async def memory_search(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        p = protocol.SearchParams.parse(params)
+        try:
+            outcome = await asyncio.to_thread(
+                ls.core.memory.search,
+                p.query,
+                max_results=p.max_results,
+                min_score=p.min_score,
+                sources=p.sources,
+            )
+        except (MnemoError, EmbeddingError) as exc:
+            raise protocol.RequestFailed(str(exc)) from exc
+        return outcome.as_dict()
+
+    @server.feature(protocol.MEMORY_GET)
+    async def memory_get(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        p = protocol.GetParams.parse(params)
+        try:
+            return await asyncio.to_thread(ls.core.memory.get, p.path, p.from_line, p.lines)
+        except WorkspacePathError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from exc
+        except OSError as exc:
+            raise protocol.RequestFailed(f"{p.path}: {exc.strerror or exc}") from exc

@@ -1,0 +1,91 @@
+"""The custom LSP contract: method names and their params, validated. Mirrored by docs/protocol.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+
+MEMORY_SEARCH = "mnemo/memorySearch"
+MEMORY_GET = "mnemo/memoryGet"
+STATUS = "mnemo/status"
+INDEX_STATUS = "mnemo/indexStatus"
+"""Server -> client notification whenever the index state changes (for status bars)."""
+
+CMD_REINDEX = "mnemo.reindex"
+
+
+class RequestFailed(JsonRpcException):
+    """LSP's RequestFailed: the request was valid but the server could not do it (message says why)."""
+
+    CODE = -32803
+
+
+def to_plain(value: Any) -> Any:
+    """pygls hands custom params over as namedtuples; turn them back into dicts and lists."""
+    if hasattr(value, "_asdict"):
+        return {k: to_plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_plain(v) for v in value]
+    return value
+
+
+def _invalid(message: str) -> JsonRpcInvalidParams:
+    return JsonRpcInvalidParams(message)
+
+
+def _get(raw: dict[str, Any], key: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
+    value = raw.get(key)
+    if value is None:
+        if required:
+            raise _invalid(f"'{key}' is required")
+        return None
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise _invalid(f"'{key}' must be a number, got {value!r}")
+    if not isinstance(value, kind):
+        raise _invalid(f"'{key}' has the wrong type: {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    query: str
+    max_results: int | None
+    min_score: float | None
+    sources: list[str] | None
+
+    @classmethod
+    def parse(cls, params: Any) -> SearchParams:
+        raw = to_plain(params) or {}
+        if not isinstance(raw, dict):
+            raise _invalid("params must be an object")
+        query = _get(raw, "query", str, required=True)
+        max_results = _get(raw, "maxResults", int)
+        if max_results is not None and not 1 <= max_results <= 200:
+            raise _invalid("'maxResults' must be between 1 and 200")
+        min_score = _get(raw, "minScore", (int, float))
+        sources = _get(raw, "sources", list)
+        return cls(query, max_results, None if min_score is None else float(min_score), sources)
+
+
+@dataclass(frozen=True)
+class GetParams:
+    path: str
+    from_line: int | None
+    lines: int | None
+
+    @classmethod
+    def parse(cls, params: Any) -> GetParams:
+        raw = to_plain(params) or {}
+        if not isinstance(raw, dict):
+            raise _invalid("params must be an object")
+        from_line = _get(raw, "from", int)
+        lines = _get(raw, "lines", int)
+        if from_line is not None and from_line < 1:
+            raise _invalid("'from' is 1-based and must be >= 1")
+        if lines is not None and lines < 0:
+            raise _invalid("'lines' must be >= 0")
+        return cls(_get(raw, "path", str, required=True), from_line, lines)

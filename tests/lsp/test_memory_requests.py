@@ -1,0 +1,103 @@
+"""End to end against the real server: indexing at start, search, get, edits, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+
+import pytest
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+from tests.lsp.conftest import wait_ready
+
+HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+
+
+async def test_search_finds_template_note_with_parts(keyword_client: LanguageClient) -> None:
+    await wait_ready(keyword_client)
+    result = await keyword_client.protocol.send_request_async(
+        "mnemo/memorySearch", {"query": "PostgreSQL billing", "maxResults": 3}
+    )
+    assert result.mode == "keyword"
+    assert result.results, "expected at least one hit"
+    top = result.results[0]
+    assert top.citation == f"{top.path}#L{top.startLine}-L{top.endLine}"
+    assert "PostgreSQL" in top.snippet
+    assert 0 < top.parts.text <= 1
+    assert len(result.results) <= 3
+
+
+async def test_chinese_query_over_lsp(keyword_client: LanguageClient) -> None:
+    await wait_ready(keyword_client)
+    result = await keyword_client.protocol.send_request_async("mnemo/memorySearch", {"query": "服务器部署"})
+    assert any(r.path == "memory/2026-11-02.md" for r in result.results)
+
+
+async def test_memory_get_and_refusals(keyword_client: LanguageClient) -> None:
+    await wait_ready(keyword_client)
+    got = await keyword_client.protocol.send_request_async(
+        "mnemo/memoryGet", {"path": "MEMORY.md", "from": 1, "lines": 1}
+    )
+    assert got.text == "# Memory"
+    assert got.lines == 1
+    expected = {"../etc/passwd.md": "'..'", "/etc/passwd": "absolute", "mnemo.toml": "Markdown"}
+    for bad, reason in expected.items():
+        with pytest.raises(Exception) as info:
+            await keyword_client.protocol.send_request_async("mnemo/memoryGet", {"path": bad})
+        assert reason in str(info.value), str(info.value)
+
+
+async def test_invalid_params_are_rejected(keyword_client: LanguageClient) -> None:
+    with pytest.raises(Exception) as info:
+        await keyword_client.protocol.send_request_async("mnemo/memorySearch", {"maxResults": 3})
+    assert "query" in str(info.value)
+
+
+async def test_unsaved_edit_is_searchable_at_once(keyword_client: LanguageClient) -> None:
+    await wait_ready(keyword_client)
+    ws = keyword_client.ws  # type: ignore[attr-defined]
+    path = ws / "memory" / "deploy-runbook.md"
+    uri = path.as_uri()
+    text = path.read_text(encoding="utf-8")
+    keyword_client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="markdown", version=1, text=text))
+    )
+    edited = text + "\n## Canary\nThe zebracorn canary gets five percent of traffic.\n"
+    keyword_client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(version=2, uri=uri),
+            [types.TextDocumentContentChangeWholeDocument(text=edited)],
+        )
+    )
+    # No sleep: the search must apply the pending edit itself rather than return stale results.
+    result = await keyword_client.protocol.send_request_async("mnemo/memorySearch", {"query": "zebracorn"})
+    assert [r.path for r in result.results] == ["memory/deploy-runbook.md"]
+    assert "zebracorn" in result.results[0].snippet
+    assert path.read_text(encoding="utf-8") == text, "indexing must never write Markdown"
+    # Closing without saving reverts to the disk contents.
+    keyword_client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
+    await asyncio.sleep(0.3)
+    result = await keyword_client.protocol.send_request_async("mnemo/memorySearch", {"query": "zebracorn"})
+    assert result.results == []
+
+
+async def test_status_reports_counts(keyword_client: LanguageClient) -> None:
+    status = await wait_ready(keyword_client)
+    assert status.files >= 4
+    assert status.chunks >= status.files
+    assert status.mode == "keyword"
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not HAS_LLAMA, reason="llama-cpp-python is not installed (run make install)")
+async def test_hybrid_search_with_the_real_local_model(model_client: LanguageClient) -> None:
+    status = await wait_ready(model_client, timeout=300)
+    assert status.dims == 384
+    result = await model_client.protocol.send_request_async(
+        "mnemo/memorySearch", {"query": "which relational database backs our invoices?"}
+    )
+    assert result.mode == "hybrid"
+    top = result.results[0]
+    assert "PostgreSQL" in top.snippet, "a paraphrase with no shared keyword must be found by its meaning"
+    assert top.parts.vector > 0.2

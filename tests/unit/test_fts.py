@@ -1,0 +1,163 @@
+"""BM25 over the fts tables: incremental add/remove equals a fresh build; score normalisation."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from mnemo.index import fts
+from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
+from mnemo.search.ranking import text_score
+from mnemo.text.terms import query_terms, terms_string
+
+IDENTITY = IndexIdentity("none", "none", 0, "test")
+
+# Words with shared porter stems (run/running/runs), CJK bigrams and digits.
+VOCAB = (
+    "run running runs runner database databases postgres index indexing indexed search searching "
+    "memory memories note notes deploy deployed 服务器 数据库 设计 评审 api v2 alpha beta gamma delta "
+    "epsilon zeta eta theta kappa lambda"
+).split()
+
+
+def _row(key: str, text: str) -> ChunkRow:
+    return ChunkRow(key, f"memory/{key}.md", "memory", "evergreen", None, 1, 1, "", text, terms_string(text), key)
+
+
+def _random_text(rng: random.Random) -> str:
+    return " ".join(rng.choice(VOCAB) for _ in range(rng.randint(0, 30)))
+
+
+def _scores(store: ChunkStore, terms: list[str]) -> dict[str, tuple[float, float, float]]:
+    keys = dict(store.con.execute("SELECT id, key FROM chunks").fetchall())
+    return {keys[cid]: (s, c, t) for cid, s, c, t in fts.search(store.con, terms, limit=10_000)}
+
+
+def _fts_tables(store: ChunkStore) -> dict[str, object]:
+    con = store.con
+    s = fts.SCHEMA
+    return {
+        "dict": sorted(con.execute(f"SELECT term, df FROM {s}.dict WHERE df > 0").fetchall()),
+        "docs": sorted(
+            con.execute(f"SELECT c.key, d.len FROM {s}.docs d JOIN chunks c ON c.id = d.name").fetchall()
+        ),
+        "terms": sorted(
+            con.execute(
+                f"SELECT c.key, k.term, count(*) FROM {s}.terms t JOIN {s}.docs d ON d.docid = t.docid "
+                f"JOIN chunks c ON c.id = d.name JOIN {s}.dict k ON k.termid = t.termid GROUP BY ALL"
+            ).fetchall()
+        ),
+        "stats": con.execute(f"SELECT num_docs, round(coalesce(avgdl, 0), 9) FROM {s}.stats").fetchall(),
+    }
+
+
+def _fresh(path: Path, rows: list[ChunkRow], store: ChunkStore | None = None) -> ChunkStore:
+    """A store whose fts tables come from one ``create_fts_index`` over ``rows`` (reusing ``store``)."""
+    if store is None:
+        store = ChunkStore.create(path, IDENTITY)
+    store.con.execute("DELETE FROM chunks")
+    store.insert_chunks(rows, None, live=False)
+    fts.rebuild(store.con)
+    return store
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_incremental_equals_fresh_build(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    live = ChunkStore.create(tmp_path / "live.duckdb", IDENTITY)
+    fresh = ChunkStore.create(tmp_path / "fresh.duckdb", IDENTITY)
+    current: dict[str, ChunkRow] = {}
+    serial = 0
+    try:
+        for round_no in range(5):
+            # Add a batch, then remove a random part of everything (sometimes nothing, once everything).
+            batch = []
+            for _ in range(rng.randint(1, 12)):
+                serial += 1
+                batch.append(_row(f"c{serial}", _random_text(rng)))
+            with live.transaction():
+                live.insert_chunks(batch, None, live=True)
+            current.update({r.key: r for r in batch})
+            if round_no == 2:
+                doomed = list(current)
+            else:
+                doomed = [k for k in current if rng.random() < 0.35]
+            ids = [
+                cid
+                for cid, key in live.con.execute("SELECT id, key FROM chunks").fetchall()
+                if key in doomed
+            ]
+            with live.transaction():
+                live.delete_chunks(ids)
+            for k in doomed:
+                del current[k]
+
+            _fresh(tmp_path, list(current.values()), fresh)
+            assert _fts_tables(live) == _fts_tables(fresh)
+            for _ in range(5):
+                terms = query_terms(" ".join(rng.sample(VOCAB, rng.randint(1, 4))))
+                got, want = _scores(live, terms), _scores(fresh, terms)
+                assert got.keys() == want.keys()
+                for key, expected in want.items():
+                    assert got[key] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    finally:
+        live.con.close()
+        fresh.con.close()
+
+
+def test_empty_and_unknown_queries(tmp_path: Path) -> None:
+    store = _fresh(tmp_path / "x.duckdb", [_row("a", "alpha beta")])
+    try:
+        assert fts.search(store.con, [], limit=10) == []
+        assert fts.search(store.con, ["nothingmatches"], limit=10) == []
+        assert fts.search(store.con, ["alpha"], limit=10, only_ids=[]) == []
+    finally:
+        store.con.close()
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> ChunkStore:
+    filler = [_row(f"f{i}", f"common filler words about nothing number{i} alpha") for i in range(20)]
+    rows = [
+        _row("both", "postgres replication common"),
+        _row("one", "postgres backup common"),
+        _row("rare", "zanzibar common filler"),
+        _row("frequent", "alpha common filler"),
+        *filler,
+    ]
+    store = _fresh(tmp_path / "c.duckdb", rows)
+    yield store
+    store.con.close()
+
+
+def _text_scores(store: ChunkStore, query: str) -> dict[str, float]:
+    return {k: text_score(*v) for k, v in _scores(store, query_terms(query)).items()}
+
+
+def test_more_query_terms_score_higher(corpus: ChunkStore) -> None:
+    scores = _text_scores(corpus, "postgres replication")
+    assert scores["both"] > scores["one"] > 0
+
+
+def test_rarer_term_scores_higher(corpus: ChunkStore) -> None:
+    scores = _text_scores(corpus, "zanzibar alpha")
+    assert scores["rare"] > scores["frequent"]
+
+
+def test_scores_in_unit_interval_and_not_all_one(corpus: ChunkStore) -> None:
+    for query in ["common", "postgres replication", "zanzibar alpha", "common filler alpha number3"]:
+        scores = _text_scores(corpus, query)
+        assert scores
+        assert all(0.0 < s <= 1.0 for s in scores.values()), scores
+        # The reference system maps every hit to 1.0; here a best hit still reflects match strength.
+        assert any(s < 1.0 for s in scores.values())
+    assert max(_text_scores(corpus, "common").values()) < 1.0
+    assert len(set(_text_scores(corpus, "common filler alpha number3").values())) > 2
+
+
+def test_or_semantics(corpus: ChunkStore) -> None:
+    # A chunk matching one of two query terms is still a hit.
+    scores = _text_scores(corpus, "replication zanzibar")
+    assert {"both", "rare"} <= scores.keys()

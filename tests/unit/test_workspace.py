@@ -1,0 +1,180 @@
+"""Workspace layout: kinds of memory file, ignore rules, scanning and safe path resolution."""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from mnemo.workspace.layout import FileKind, Workspace, WorkspacePathError
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    return Workspace(tmp_path, ignore=["node_modules", ".mnemo", "*.tmp.md"], extra_paths=["notes/"])
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "day", "source"),
+    [
+        ("MEMORY.md", FileKind.EVERGREEN, None, "memory"),
+        ("memory.md", FileKind.EVERGREEN, None, "memory"),
+        ("memory/topic.md", FileKind.EVERGREEN, None, "memory"),
+        ("memory/deep/nested/topic.md", FileKind.EVERGREEN, None, "memory"),
+        ("memory/2026-11-01.md", FileKind.DAILY, date(2026, 11, 1), "memory"),
+        ("memory/2026-11-01-team-offsite.md", FileKind.SNAPSHOT, date(2026, 11, 1), "memory"),
+        ("memory/2026-13-45.md", FileKind.EVERGREEN, None, "memory"),  # not a date
+        ("memory/2026-02-30-slug.md", FileKind.EVERGREEN, None, "memory"),
+        ("memory/sub/2026-11-01.md", FileKind.EVERGREEN, None, "memory"),  # dated only at the top
+        ("skills/deploy/SKILL.md", FileKind.SKILL, None, "skills"),
+        ("sessions/2026-11-01-chat.jsonl", FileKind.SESSION, None, "sessions"),
+        ("notes/idea.md", FileKind.EVERGREEN, None, "memory"),  # extra path
+    ],
+)
+def test_classify_kinds(ws: Workspace, path: str, kind: FileKind, day: date | None, source: str) -> None:
+    mf = ws.classify(path)
+    assert mf is not None
+    assert (mf.path, mf.kind, mf.day, mf.source) == (path, kind, day, source)
+    assert mf.evergreen is (day is None)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "README.md",
+        "memory/notes.txt",
+        "memory/2026-11-01.txt",
+        "skills/deploy/README.md",
+        "skills/SKILL.md",
+        "skills/a/b/SKILL.md",
+        "sessions/chat.md",
+        "sessions/deep/chat.jsonl",
+        "other/idea.md",
+        "notesx/idea.md",
+        "memory/node_modules/pkg.md",  # ignored component
+        "memory/draft.tmp.md",  # ignored glob
+        "memory/.hidden.md",  # dot files are ignored
+        "memory/.obsidian/x.md",
+        "/etc/MEMORY.md",
+        "../MEMORY.md",
+        "memory/../MEMORY.md",
+    ],
+)
+def test_not_memory(ws: Workspace, path: str) -> None:
+    assert ws.classify(path) is None
+
+
+def test_sessions_can_be_excluded(tmp_path: Path) -> None:
+    assert Workspace(tmp_path, include_sessions=False).classify("sessions/a.jsonl") is None
+
+
+def _touch(root: Path, rel: str, text: str = "# x\n") -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_scan_finds_each_kind_and_honours_ignores(tmp_path: Path) -> None:
+    for rel in [
+        "MEMORY.md",
+        "memory/topic.md",
+        "memory/2026-11-01.md",
+        "memory/2026-11-01-slug.md",
+        "skills/x/SKILL.md",
+        "notes/extra.md",
+        "memory/node_modules/dep.md",
+        "memory/.git/x.md",
+        "memory/readme.txt",
+        "README.md",
+        ".mnemo/junk.md",
+    ]:
+        _touch(tmp_path, rel)
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "s1.jsonl").write_text('{"role": "user", "text": "hi"}\n', encoding="utf-8")
+    ws = Workspace(tmp_path, ignore=["node_modules", ".git", ".mnemo"], extra_paths=["notes"])
+    found = {mf.path: mf.kind for mf, _ in ws.scan()}
+    assert found == {
+        "MEMORY.md": FileKind.EVERGREEN,
+        "memory/topic.md": FileKind.EVERGREEN,
+        "memory/2026-11-01.md": FileKind.DAILY,
+        "memory/2026-11-01-slug.md": FileKind.SNAPSHOT,
+        "skills/x/SKILL.md": FileKind.SKILL,
+        "notes/extra.md": FileKind.EVERGREEN,
+        "sessions/s1.jsonl": FileKind.SESSION,
+    }
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "secret.md").write_text("# secret\nthe launch codes\n", encoding="utf-8")
+    return out
+
+
+@pytest.fixture
+def linked_ws(tmp_path: Path, outside: Path) -> Workspace:
+    root = tmp_path / "ws"
+    _touch(root, "memory/real.md")
+    os.symlink(outside / "secret.md", root / "memory" / "escape.md")
+    os.symlink(outside, root / "memory" / "escdir")
+    os.symlink(root / "memory" / "real.md", root / "memory" / "inner-link.md")
+    os.symlink(outside / "secret.md", root / "MEMORY.md")
+    return Workspace(root)
+
+
+def test_scan_skips_symlinks(linked_ws: Workspace) -> None:
+    assert [mf.path for mf, _ in linked_ws.scan()] == ["memory/real.md"]
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("memory/escape.md", "outside the workspace"),
+        ("memory/escdir/secret.md", "outside the workspace"),
+        ("MEMORY.md", "outside the workspace"),
+        ("memory/inner-link.md", "symlink"),
+    ],
+)
+def test_resolve_refuses_symlinks(linked_ws: Workspace, path: str, reason: str) -> None:
+    with pytest.raises(WorkspacePathError, match=reason):
+        linked_ws.resolve_memory_path(path)
+
+
+def test_resolve_accepts_a_real_file(linked_ws: Workspace) -> None:
+    resolved, mf = linked_ws.resolve_memory_path("memory/real.md")
+    assert resolved == linked_ws.root / "memory" / "real.md"
+    assert mf.kind is FileKind.EVERGREEN
+    # Windows separators are accepted too.
+    assert linked_ws.resolve_memory_path("memory\\real.md")[0] == resolved
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("../outside/secret.md", "'..' is not allowed"),
+        ("memory/../../outside/secret.md", "'..' is not allowed"),
+        ("memory/..\\..\\x.md", "'..' is not allowed"),
+        ("/etc/passwd.md", "absolute paths are not allowed"),
+        ("memory/notes.txt", r"only Markdown \(\.md\)"),
+        ("sessions/a.jsonl", r"only Markdown"),
+        ("README.md", "not a memory file"),
+        ("memory/missing.md", "no such memory file"),
+        ("", "empty"),
+        ("memory/a\x00.md", "NUL"),
+    ],
+)
+def test_resolve_refuses_bad_paths(linked_ws: Workspace, path: str, message: str) -> None:
+    with pytest.raises(WorkspacePathError, match=message):
+        linked_ws.resolve_memory_path(path)
+
+
+def test_relative_and_uri(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    uri = ws.uri("memory/a b.md")
+    assert ws.rel_from_uri(uri) == "memory/a b.md"
+    assert ws.rel_from_uri("untitled:Untitled-1") is None
+    assert ws.relative(tmp_path.parent / "elsewhere.md") is None
