@@ -132,7 +132,7 @@ def run_one(
         ws.mkdir(parents=True, exist_ok=True)
         ds.write(ws)
     (ws / "mnemo.toml").write_text(
-        f"[chunking]\ntarget_tokens = {target_tokens}\n\n[search]\ndecay = \"off\"\n\n"
+        f'[chunking]\ntarget_tokens = {target_tokens}\n\n[search]\ndecay = "off"\n\n'
         f"[embedding]\nthreads = {args.threads}\n",
         encoding="utf-8",
     )
@@ -198,7 +198,9 @@ def run_one(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", type=Path, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv")
     src.add_argument("--synthetic", action="store_true", help="the synthetic workspace's needle queries")
@@ -209,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-tokens", default="128,256,384", help="chunk sizes (default 128,256,384)")
     parser.add_argument("--max-queries", type=int, default=0, help="use the first N queries (0: all)")
     parser.add_argument(
-        "--hybrid-target-tokens", default="", help="chunk sizes for hybrid mode only (default: --target-tokens)"
+        "--hybrid-target-tokens",
+        default="",
+        help="chunk sizes for hybrid mode only (default: --target-tokens)",
     )
     parser.add_argument("--threads", type=int, default=0, help="embedding threads (0: all cores)")
     parser.add_argument("--workdir", default="/tmp/mnemo-bench/retrieval", help="where workspaces are built")
@@ -235,7 +239,17 @@ def main(argv: list[str] | None = None) -> int:
             )
     name = args.name or f"retrieval-{ds.name}"
     table = md_table(
-        ["mode", "target_tokens", "queries", "chunks", "Recall@5", "MRR@10", "nDCG@10", "lines/result", "tokens/result"],
+        [
+            "mode",
+            "target_tokens",
+            "queries",
+            "chunks",
+            "Recall@5",
+            "MRR@10",
+            "nDCG@10",
+            "lines/result",
+            "tokens/result",
+        ],
         [
             [
                 r["mode"],

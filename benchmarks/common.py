@@ -37,7 +37,10 @@ def machine() -> dict[str, Any]:
         load = (0.0, 0.0, 0.0)
     try:
         rev = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
         ).stdout.strip()
     except OSError:
         rev = ""

@@ -137,3 +137,47 @@ def sample_notes() -> dict[str, str | bytes]:
 def write_tree() -> Callable[[Path, dict[str, str | bytes]], None]:
     return write_files
 
+
+
+class HashEmbedder:
+    """A deterministic stand-in for a model: a bag of hashed terms, L2-normalised. Counts its calls."""
+
+    provider = "fake"
+
+    def __init__(self, dims: int = 16, model: str = "hash-v1") -> None:
+        self._dims = dims
+        self.model = model
+        self.embedded: list[str] = []
+
+    @property
+    def dims(self) -> int:
+        return self._dims
+
+    @property
+    def max_tokens(self) -> int:
+        return 512
+
+    def count_tokens(self, text: str) -> int:
+        return max(1, len(text) // 4)
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        from mnemo.text.terms import index_terms
+
+        out = np.zeros((len(texts), self._dims), dtype=np.float32)
+        for i, text in enumerate(texts):
+            self.embedded.append(text)
+            for term in index_terms(text):
+                out[i, int(hashlib.md5(term.encode()).hexdigest(), 16) % self._dims] += 1.0
+            out[i, 0] += 1e-3
+            out[i] /= np.linalg.norm(out[i])
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def hash_embedder() -> type[HashEmbedder]:
+    return HashEmbedder

@@ -7,13 +7,17 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from mnemo import __version__
-from mnemo.services import Services, build_services
+
+if TYPE_CHECKING:
+    from mnemo.services import Services
+
+SERVICES_WAIT_S = 60.0
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,8 @@ class MnemoLanguageServer(LanguageServer):
         super().__init__("mnemo", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
         self.requested_workspace = workspace
         self.services: Services | None = None
+        self.root: Path | None = None
+        self.services_ready = threading.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.index_task: asyncio.Task[Any] | None = None
         self.index_cancel = threading.Event()
@@ -54,12 +60,20 @@ class MnemoLanguageServer(LanguageServer):
 
     # -- services -------------------------------------------------------------------------------
     def start_services(self, root: Path) -> Services:
-        """Build the core for the workspace the client opened (cheap: models load lazily)."""
-        self.services = build_services(root)
+        """Build the core for the workspace the client opened. Its imports (DuckDB, NumPy) are paid
+        here, after ``initialize`` has been answered; models load later still, on first use."""
+        from mnemo.services import build_services
+
+        try:
+            self.services = build_services(root)
+        finally:
+            self.services_ready.set()
         return self.services
 
     @property
     def core(self) -> Services:
+        if self.services is None:
+            self.services_ready.wait(SERVICES_WAIT_S)
         if self.services is None:
             raise RuntimeError("the server is not initialized")
         return self.services

@@ -8,9 +8,7 @@ from mnemo.lsp.server import MnemoLanguageServer
 
 
 def _rel(ls: MnemoLanguageServer, uri: str) -> str | None:
-    if ls.services is None:
-        return None
-    return ls.services.workspace.rel_from_uri(uri)
+    return ls.core.workspace.rel_from_uri(uri)
 
 
 def _disk_text(ls: MnemoLanguageServer, rel: str) -> str | None:

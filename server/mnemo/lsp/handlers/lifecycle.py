@@ -85,15 +85,16 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
 def register(server: MnemoLanguageServer) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls: MnemoLanguageServer, params: types.InitializeParams) -> None:
-        root = _root_from(params, ls)
-        services = ls.start_services(root.resolve())
-        for problem in services.problems:
-            log.warning("%s", problem)
+        ls.root = _root_from(params, ls).resolve()
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: MnemoLanguageServer, params: types.InitializedParams) -> None:
         ls.loop = asyncio.get_running_loop()
         ls.log_handler.flush_buffer()
+        assert ls.root is not None
+        services = await asyncio.to_thread(ls.start_services, ls.root)
+        for problem in services.problems:
+            log.warning("%s", problem)
         ls.index_task = asyncio.create_task(index_in_background(ls))
 
     @server.feature(types.SHUTDOWN)

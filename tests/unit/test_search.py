@@ -1,0 +1,165 @@
+"""Hybrid search end to end through MemoryService: keyword mode (provider none) and the local model."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from mnemo.services import Services, build_services
+from mnemo.text.terms import index_terms, query_terms
+
+LONG_SECTION = "# Long\n\n" + "\n".join(
+    f"Line {i}: the observability pipeline ships logs to the collector and keeps them for review." for i in range(40)
+)
+
+EXTRA_NOTES = {
+    "memory/long.md": LONG_SECTION + "\n",
+    **{
+        f"memory/kafka-{i}.md": f"# Kafka note {i}\n\nKafka topic number {i} keeps retention of {i} days.\n"
+        for i in range(8)
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory, sample_notes, write_tree) -> Iterator[Services]:  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("search-ws")
+    write_tree(root, {**sample_notes, **EXTRA_NOTES})
+    s = build_services(root, provider="none")
+    s.memory.sync()
+    yield s
+    s.close()
+
+
+def _paths(outcome) -> list[str]:  # type: ignore[no-untyped-def]
+    return [h.path for h in outcome.results]
+
+
+def test_keyword_mode_and_note(services: Services) -> None:
+    outcome = services.memory.search("PostgreSQL")
+    assert outcome.mode == "keyword"
+    assert any("keyword-only" in n for n in outcome.notes)
+    assert outcome.results and outcome.results[0].path == "MEMORY.md"
+    assert outcome.results[0].parts.vector is None
+
+
+def test_chinese_query_finds_chinese_note(services: Services) -> None:
+    assert _paths(services.memory.search("订单系统"))[:1] == ["memory/中文笔记.md"]
+    assert "memory/中文笔记.md" in _paths(services.memory.search("数据库迁移"))
+
+
+def test_mixed_language_query(services: Services) -> None:
+    results = services.memory.search("API 设计").results
+    assert results and results[0].path == "memory/2026-11-02.md"
+    assert "设计" in results[0].snippet
+
+
+def test_partial_term_match_is_or_not_and(services: Services) -> None:
+    # Only "PostgreSQL" occurs in the workspace; the other words occur nowhere.
+    outcome = services.memory.search("PostgreSQL kubernetes helmchart zzyzx", min_score=0.0)
+    assert "MEMORY.md" in _paths(outcome)
+    # And a query with words from two different notes finds both.
+    both = _paths(services.memory.search("tomatoes PostgreSQL", min_score=0.0))
+    assert {"memory/gardening.md", "MEMORY.md"} <= set(both)
+
+
+def test_results_carry_parts_and_citation(services: Services) -> None:
+    outcome = services.memory.search("staging deploy migration", min_score=0.0)
+    assert outcome.results
+    for hit in outcome.results:
+        d = hit.as_dict()
+        assert re.fullmatch(r"[^#]+#L\d+-L\d+", d["citation"])
+        assert d["citation"] == f"{d['path']}#L{d['startLine']}-L{d['endLine']}"
+        assert d["startLine"] <= d["endLine"]
+        parts = d["parts"]
+        assert set(parts) >= {"vector", "text", "bm25", "decay", "weight", "score", "mmrRank"}
+        assert parts["score"] == pytest.approx(parts["text"] * parts["decay"] * parts["weight"], abs=1e-3)
+    ranks = [h.parts.mmr_rank for h in outcome.results]
+    assert ranks == list(range(1, len(ranks) + 1))
+    # The cited lines are the lines of the snippet.
+    hit = outcome.results[0]
+    got = services.memory.get(hit.path, hit.start_line, hit.end_line - hit.start_line + 1)
+    assert got["text"].splitlines()[0] == hit.snippet.splitlines()[0]
+
+
+def test_snippet_is_capped(services: Services) -> None:
+    outcome = services.memory.search("observability pipeline collector", min_score=0.0)
+    hits = [h for h in outcome.results if h.path == "memory/long.md"]
+    assert hits
+    assert all(len(h.snippet) <= 700 for h in outcome.results)
+    assert any(h.snippet.endswith("…") for h in hits)  # the chunk was longer than the snippet
+
+
+def test_min_score_filters(services: Services) -> None:
+    loose = services.memory.search("kafka retention", min_score=0.0, max_results=50)
+    assert loose.results
+    cut = sorted(h.parts.score for h in loose.results)[len(loose.results) // 2]
+    strict = services.memory.search("kafka retention", min_score=cut, max_results=50)
+    assert all(h.parts.score >= cut for h in strict.results)
+    assert 0 < len(strict.results) <= len(loose.results)
+    none = services.memory.search("kafka retention", min_score=1.0)
+    assert none.results == []
+    assert any("below minScore" in n for n in none.notes)
+
+
+def test_max_results(services: Services) -> None:
+    many = services.memory.search("kafka topic", min_score=0.0, max_results=20)
+    assert len(many.results) >= 8
+    assert len(services.memory.search("kafka topic", min_score=0.0, max_results=3).results) == 3
+    assert len(services.memory.search("kafka topic", min_score=0.0, max_results=1).results) == 1
+
+
+def test_empty_and_unmatched_queries(services: Services) -> None:
+    assert services.memory.search("   ").results == []
+    assert services.memory.search("qqqqxxxx").results == []
+
+
+def test_sources_filter(services: Services) -> None:
+    outcome = services.memory.search("deploy", min_score=0.0, sources=["skills"])
+    assert outcome.results and {h.source for h in outcome.results} == {"skills"}
+
+
+# -- with the local model -------------------------------------------------------------------------
+MODEL_NOTES = {
+    "memory/pets.md": "# Pets\n\nMy dog Rex loves chasing tennis balls in the park.\n",
+    "memory/database.md": "# Database\n\nThe billing service stores invoices in PostgreSQL.\n",
+    "memory/travel.md": "# Travel\n\nFlights to Lisbon are booked for the conference in May.\n",
+    "memory/cooking.md": "# Cooking\n\nThe lasagna recipe needs ricotta, spinach and two hours in the oven.\n",
+    "memory/中文.md": "# 服务器\n\n服务器集群部署在法兰克福机房。\n",
+}
+
+
+@pytest.fixture(scope="module")
+def hybrid(tmp_path_factory: pytest.TempPathFactory, write_tree) -> Iterator[Services]:  # type: ignore[no-untyped-def]
+    pytest.importorskip("llama_cpp")
+    root = tmp_path_factory.mktemp("model-ws")
+    write_tree(root, MODEL_NOTES)
+    s = build_services(root, provider="local")
+    s.memory.sync()
+    yield s
+    s.close()
+
+
+@pytest.mark.model
+class TestLocalModel:
+    def test_hybrid_mode(self, hybrid: Services) -> None:
+        outcome = hybrid.memory.search("PostgreSQL invoices")
+        assert outcome.mode == "hybrid"
+        assert outcome.results[0].path == "memory/database.md"
+        assert outcome.results[0].parts.vector is not None
+        assert not any("keyword-only" in n for n in outcome.notes)
+
+    def test_paraphrase_without_shared_words(self, hybrid: Services) -> None:
+        query = "puppy playing fetch outdoors"
+        note = MODEL_NOTES["memory/pets.md"]
+        assert not set(query_terms(query)) & set(index_terms(note))  # honest: no keyword overlap
+        outcome = hybrid.memory.search(query, min_score=0.0)
+        assert outcome.results and outcome.results[0].path == "memory/pets.md"
+        assert outcome.results[0].parts.bm25 == 0.0
+
+    def test_keyword_floor_keeps_chinese_match(self, hybrid: Services) -> None:
+        # MiniLM does not know Chinese; the BM25 match must still surface the note.
+        outcome = hybrid.memory.search("法兰克福")
+        assert outcome.results and outcome.results[0].path == "memory/中文.md"

@@ -1,0 +1,215 @@
+"""Index recovery: corruption, identity changes, stale building files, a process killed mid-index."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mnemo.config import load_settings
+from mnemo.index.indexer import INDEX_FILE
+from mnemo.index.store import ChunkStore, IndexIdentity
+from mnemo.memory_service import MemoryService
+from mnemo.services import build_services
+from mnemo.workspace.layout import Workspace
+
+
+def _service(root: Path, embedder) -> MemoryService:  # type: ignore[no-untyped-def]
+    settings, problems = load_settings(root)
+    ws = Workspace(root, ignore=[*settings.index.ignore, settings.index.dir])
+    return MemoryService(ws, settings, embedder, problems)
+
+
+def _index_path(root: Path) -> Path:
+    return root / ".mnemo" / INDEX_FILE
+
+
+def _check_search(memory: MemoryService) -> None:
+    outcome = memory.search("PostgreSQL")
+    assert outcome.results and outcome.results[0].path == "MEMORY.md"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "zeroed-header"])
+def test_corrupt_index_is_rebuilt(sample_workspace: Path, services_factory, consistent, damage: str) -> None:  # type: ignore[no-untyped-def]
+    s = services_factory(sample_workspace)
+    s.memory.sync()
+    counts = s.memory.status()
+    s.close()
+    path = _index_path(sample_workspace)
+    data = path.read_bytes()
+    if damage == "garbage":
+        path.write_bytes(os.urandom(len(data)))
+    elif damage == "truncated":
+        path.write_bytes(data[: len(data) // 3])
+    else:
+        path.write_bytes(b"\0" * 8192 + data[8192:])
+    assert ChunkStore.read_identity(path) is None
+
+    s2 = services_factory(sample_workspace)
+    report = s2.memory.sync()
+    assert report.rebuilt
+    _check_search(s2.memory)
+    status = s2.memory.status()
+    assert (status["files"], status["chunks"]) == (counts["files"], counts["chunks"])
+    consistent(s2.memory.indexer.store.con)
+
+
+def test_open_existing_index_without_rebuild(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
+    s = services_factory(sample_workspace)
+    assert s.memory.sync().rebuilt
+    s.close()
+    s2 = services_factory(sample_workspace)
+    report = s2.memory.sync()
+    assert not report.rebuilt
+    assert report.files_indexed == 0
+    _check_search(s2.memory)
+
+
+def test_other_model_or_dims_forces_rebuild(sample_workspace: Path, hash_embedder, consistent) -> None:  # type: ignore[no-untyped-def]
+    first = _service(sample_workspace, hash_embedder(dims=16, model="hash-v1"))
+    assert first.sync().rebuilt
+    first.close()
+    path = _index_path(sample_workspace)
+    assert ChunkStore.read_identity(path) == IndexIdentity("fake", "hash-v1", 16, first.indexer.identity().chunker)
+
+    same = _service(sample_workspace, hash_embedder(dims=16, model="hash-v1"))
+    assert not same.sync().rebuilt
+    same.close()
+
+    for embedder in (hash_embedder(dims=16, model="hash-v2"), hash_embedder(dims=24, model="hash-v2")):
+        other = _service(sample_workspace, embedder)
+        report = other.sync()
+        assert report.rebuilt
+        assert report.chunks_embedded > 0
+        assert other.indexer.store.identity.dims == embedder.dims
+        consistent(other.indexer.store.con)
+        _check_search(other)
+        other.close()
+
+    # Back to no vectors at all.
+    keyword = _service(sample_workspace, __import__("mnemo.embeddings").embeddings.NoneEmbedder())
+    assert keyword.sync().rebuilt
+    _check_search(keyword)
+    keyword.close()
+
+
+def test_other_chunker_settings_force_rebuild(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
+    s = services_factory(sample_workspace)
+    s.memory.sync()
+    s.close()
+    (sample_workspace / "mnemo.toml").write_text("[chunking]\ntarget_tokens = 64\n", encoding="utf-8")
+    s2 = services_factory(sample_workspace)
+    assert s2.memory.sync().rebuilt
+    assert s2.memory.indexer.store.identity.chunker.split("/")[2] == "64"
+    _check_search(s2.memory)
+
+
+def test_stale_building_file_is_replaced(sample_workspace: Path, services_factory, consistent) -> None:  # type: ignore[no-untyped-def]
+    idx = sample_workspace / ".mnemo"
+    idx.mkdir()
+    building = idx / (INDEX_FILE + ".building")
+    building.write_bytes(os.urandom(50_000))
+    (idx / (INDEX_FILE + ".building.wal")).write_bytes(os.urandom(3_000))
+    s = services_factory(sample_workspace)
+    report = s.memory.sync()
+    assert report.rebuilt
+    assert not building.exists()
+    assert not (idx / (INDEX_FILE + ".building.wal")).exists()
+    assert _index_path(sample_workspace).is_file()
+    _check_search(s.memory)
+    consistent(s.memory.indexer.store.con)
+
+
+def test_incomplete_index_is_not_used(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
+    """A file without the 'complete' mark (a build that never finished) is rebuilt."""
+    idx = sample_workspace / ".mnemo"
+    idx.mkdir()
+    store = ChunkStore.create(_index_path(sample_workspace), IndexIdentity("none", "none", 0, "x"))
+    store.close()
+    assert ChunkStore.read_identity(_index_path(sample_workspace)) is None
+    s = services_factory(sample_workspace)
+    assert s.memory.sync().rebuilt
+    _check_search(s.memory)
+
+
+def test_failure_mid_sync_rolls_back_one_file(  # type: ignore[no-untyped-def]
+    sample_workspace: Path, services_factory, consistent, monkeypatch
+) -> None:
+    s = services_factory(sample_workspace)
+    s.memory.sync()
+    for rel in ("memory/gardening.md", "memory/2026-11-02.md"):
+        path = sample_workspace / rel
+        path.write_text(path.read_text(encoding="utf-8") + "\n## Added\nfreshly appended zucchini\n")
+    store = s.memory.indexer.store
+    real = store.insert_chunks
+    calls = {"n": 0}
+
+    def failing(rows, vectors, *, live):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 2:
+            real(rows, vectors, live=live)  # half-written, then the "crash"
+            raise RuntimeError("simulated crash")
+        return real(rows, vectors, live=live)
+
+    monkeypatch.setattr(store, "insert_chunks", failing)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        s.memory.sync()
+    consistent(store.con)
+    monkeypatch.undo()
+    report = s.memory.sync()
+    assert report.files_indexed >= 1
+    consistent(store.con)
+    hits = s.memory.search("zucchini", min_score=0.0).results
+    assert {h.path for h in hits} == {"memory/gardening.md", "memory/2026-11-02.md"}
+
+
+def test_killed_mid_index_recovers(make_workspace, services_factory, consistent, md_hashes) -> None:  # type: ignore[no-untyped-def]
+    files: dict[str, str | bytes] = {
+        "MEMORY.md": "# Memory\n\n- The billing service uses PostgreSQL.\n",
+    }
+    for i in range(300):
+        files[f"memory/note-{i:03d}.md"] = (
+            f"# Note {i}\n\nTopic {i} mentions widget{i} and the shared word lighthouse.\n\n"
+            f"## Detail\n\nMore about item {i}: calibration, inventory and review.\n"
+        )
+    root = make_workspace(files)
+    before = md_hashes(root)
+    building = root / ".mnemo" / (INDEX_FILE + ".building")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mnemo", "index", "--provider", "none", "-w", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        # Started writing: the building file exists and has grown past its empty schema.
+        while time.monotonic() < deadline and proc.poll() is None:
+            if building.exists() and building.with_name(building.name + ".wal").exists():
+                break
+            time.sleep(0.01)
+        time.sleep(0.3)
+        still_running = proc.poll() is None
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert still_running, "the indexer finished before it could be killed; make the workspace bigger"
+    assert proc.returncode == -signal.SIGKILL
+
+    s = services_factory(root)
+    report = s.memory.sync()
+    assert report.rebuilt
+    counts = consistent(s.memory.indexer.store.con)
+    assert counts["files"] == len(list(root.joinpath("memory").glob("*.md"))) + 1 == 301
+    hits = s.memory.search("widget123", min_score=0.0).results
+    assert hits and hits[0].path == "memory/note-123.md"
+    assert s.memory.search("PostgreSQL").results[0].path == "MEMORY.md"
+    assert md_hashes(root) == before
+    assert not building.exists()
