@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (  # noqa: E402
+from benchmarks.common import (
     OUT,
     CachingEmbedder,
     command_line,
@@ -41,9 +41,8 @@ from benchmarks.common import (  # noqa: E402
     md_table,
     mean,
 )
-
-from mnemo.markdown.chunker import approx_tokens  # noqa: E402
-from mnemo.services import build_services  # noqa: E402
+from mnemo.markdown.chunker import approx_tokens
+from mnemo.services import build_services
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 

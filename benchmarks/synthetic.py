@@ -371,7 +371,7 @@ def _body(words: _Words, title: str, min_lines: int, max_lines: int) -> list[str
         elif roll < 0.45:
             lines += [words.item() for _ in range(rng.randint(2, 5))] + [""]
         elif roll < 0.55:
-            lines += words.code() + [""]
+            lines += [*words.code(), ""]
         else:
             lines += [words.paragraph(), ""]
     return lines
