@@ -180,8 +180,8 @@ def _run(args: argparse.Namespace) -> int:
                 f"{report.files_removed}; embedded {report.chunks_embedded} chunk(s), reused "
                 f"{report.chunks_reused} in {report.seconds:.1f}s{' (full rebuild)' if report.rebuilt else ''}"
             )
-            for path, problem in report.problems:
-                print(f"warning: {path}: {problem}", file=sys.stderr)
+            for path, file_problem in report.problems:
+                print(f"warning: {path}: {file_problem}", file=sys.stderr)
             return 0
         if args.command == "search":
             if not args.no_sync:
@@ -229,4 +229,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mnemo: interrupted", file=sys.stderr)
         return 130
-

@@ -143,9 +143,8 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"expected a number, got {value!r}")
         value = float(value)
-    elif hint is str:
-        if not isinstance(value, str):
-            raise ValueError(f"expected a string, got {value!r}")
+    elif hint is str and not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
     bounds = _RANGES.get(key)
     if bounds is not None and not bounds[0] <= value <= bounds[1]:
         raise ValueError(f"{value!r} is out of range [{bounds[0]}, {bounds[1]}]")

@@ -12,7 +12,6 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -167,7 +166,11 @@ class MemoryService:
             if store is None:
                 raise IndexUnavailable(
                     "the index is not built yet"
-                    + (f" ({self.index_state.done}/{self.index_state.total} files)" if self.index_state.total else "")
+                    + (
+                        f" ({self.index_state.done}/{self.index_state.total} files)"
+                        if self.index_state.total
+                        else ""
+                    )
                     + "; run `mnemo index` or wait for the server to finish indexing"
                 )
             con = store.reader()

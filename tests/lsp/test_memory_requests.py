@@ -61,7 +61,9 @@ async def test_unsaved_edit_is_searchable_at_once(keyword_client: LanguageClient
     uri = path.as_uri()
     text = path.read_text(encoding="utf-8")
     keyword_client.text_document_did_open(
-        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="markdown", version=1, text=text))
+        types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id="markdown", version=1, text=text)
+        )
     )
     edited = text + "\n## Canary\nThe zebracorn canary gets five percent of traffic.\n"
     keyword_client.text_document_did_change(
@@ -76,7 +78,9 @@ async def test_unsaved_edit_is_searchable_at_once(keyword_client: LanguageClient
     assert "zebracorn" in result.results[0].snippet
     assert path.read_text(encoding="utf-8") == text, "indexing must never write Markdown"
     # Closing without saving reverts to the disk contents.
-    keyword_client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri)))
+    keyword_client.text_document_did_close(
+        types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri))
+    )
     await asyncio.sleep(0.3)
     result = await keyword_client.protocol.send_request_async("mnemo/memorySearch", {"query": "zebracorn"})
     assert result.results == []

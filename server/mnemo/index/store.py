@@ -221,9 +221,7 @@ class ChunkStore:
         """Add chunks (and, when ``live``, their BM25 postings; a building index indexes at the end)."""
         if not rows:
             return
-        first = self.con.execute(
-            "SELECT nextval('chunk_ids') FROM range(?)", [len(rows)]
-        ).fetchall()
+        first = self.con.execute("SELECT nextval('chunk_ids') FROM range(?)", [len(rows)]).fetchall()
         ids = [row[0] for row in first]
         columns: dict[str, pa.Array] = {
             "id": pa.array(ids, pa.int64()),
@@ -239,7 +237,9 @@ class ChunkStore:
             "terms": pa.array([r.terms for r in rows]),
             "hash": pa.array([r.hash for r in rows]),
         }
-        select = "id, key, path, source, kind, CAST(day AS DATE), start_line, end_line, heading, text, terms, hash"
+        select = (
+            "id, key, path, source, kind, CAST(day AS DATE), start_line, end_line, heading, text, terms, hash"
+        )
         if self.identity.dims > 0:
             assert vectors is not None and vectors.shape == (len(rows), self.identity.dims)
             flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())

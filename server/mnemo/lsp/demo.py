@@ -1,6 +1,6 @@
 """A tiny LSP client that starts ``mnemo serve`` and runs one search through it (used by ``make run``).
 
-    python -m mnemo.lsp.demo --workspace DIR "query"
+python -m mnemo.lsp.demo --workspace DIR "query"
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ async def run(workspace: Path, query: str, timeout: float) -> int:
     started = time.perf_counter()
     await client.initialize_async(
         types.InitializeParams(
-            capabilities=types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True)),
+            capabilities=types.ClientCapabilities(
+                window=types.WindowClientCapabilities(work_done_progress=True)
+            ),
             root_uri=workspace.as_uri(),
         )
     )

@@ -106,9 +106,7 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return inter / (len(a) + len(b) - inter)
 
 
-def mmr_order(
-    relevance: Sequence[float], tokens: Sequence[frozenset[str]], lam: float, k: int
-) -> list[int]:
+def mmr_order(relevance: Sequence[float], tokens: Sequence[frozenset[str]], lam: float, k: int) -> list[int]:
     """Indexes of up to ``k`` items chosen greedily by maximal marginal relevance."""
     remaining = list(range(len(relevance)))
     chosen: list[int] = []
