@@ -78,7 +78,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="run the language server (stdio by default)")
     _add_common(p)
     p.add_argument("--ws", metavar="HOST:PORT", help="serve LSP over WebSocket instead (loopback by default)")
+
+    # Other areas (git, chat, policy, ...) add their own subcommands; each sets ``run`` to a
+    # function(args) -> exit code. See mnemo/cli_*.py.
+    for add_commands in _extension_commands():
+        add_commands(sub, _add_common)
     return parser
+
+
+def _extension_commands() -> list[Any]:
+    import importlib
+    import importlib.util
+
+    return [
+        importlib.import_module(name).add_commands
+        for name in CLI_EXTENSIONS
+        if importlib.util.find_spec(name) is not None
+    ]
+
+
+CLI_EXTENSIONS = ("mnemo.cli_vcs", "mnemo.cli_chat", "mnemo.cli_policy", "mnemo.cli_gateway")
+"""Modules with ``add_commands(subparsers, add_common)``; each is optional."""
 
 
 def _setup_logging(verbose: int, log_file: Path | None) -> None:
@@ -222,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "init":
             return cmd_init(args)
+        if hasattr(args, "run"):
+            return int(args.run(args))
         return _run(args)
     except (MnemoError, WorkspacePathError, EmbeddingError) as exc:
         print(f"mnemo: {exc}", file=sys.stderr)
