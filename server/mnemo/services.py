@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mnemo.config import ConfigProblem, Settings, load_settings
 from mnemo.embeddings import build_embedder
 from mnemo.memory_service import MemoryService
+from mnemo.policy.approvals import ApprovalQueue, Approver
+from mnemo.policy.audit import AuditLog
+from mnemo.policy.gate import ToolGate
+from mnemo.policy.risk import RiskMonitor
+from mnemo.policy.rules import load_policy
 from mnemo.workspace.layout import Workspace
 
 log = logging.getLogger(__name__)
@@ -20,14 +26,53 @@ class Services:
     problems: list[ConfigProblem]
     workspace: Workspace
     memory: MemoryService
+    approvals: ApprovalQueue = field(default_factory=ApprovalQueue)
+    """Pending approvals of this process (listed and resolved by the LSP server)."""
+    _gate: ToolGate | None = field(default=None, init=False, repr=False)
+    _gate_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def close(self) -> None:
         self.memory.close()
+
+    def tool_gate(self, approver: Approver | None = None) -> ToolGate:
+        """The workspace's ToolGate, built on first use (default approver: :attr:`approvals`).
+
+        A later call with another approver gets the same gate (policy, audit, per-session risk
+        monitors shared) asking that approver.
+        """
+        with self._gate_lock:
+            if self._gate is None:
+                self._gate = build_tool_gate(self.workspace.root, approver or self.approvals, self.settings)
+            gate = self._gate
+        return gate if approver is None or approver is gate.approver else gate.with_approver(approver)
+
+
+def audit_log_for(root: Path, settings: Settings) -> AuditLog:
+    """``<workspace>/<index.dir>/audit.jsonl``; its HMAC key (and head anchor) stay outside the workspace,
+    in the user data folder (``$XDG_DATA_HOME/mnemo/audit.key``)."""
+    folder = Path(settings.index.dir)
+    return AuditLog((folder if folder.is_absolute() else root / folder) / "audit.jsonl")
+
+
+def build_tool_gate(
+    root: Path, approver: Approver, settings: Settings | None = None, *, approval_timeout_s: float = 120
+) -> ToolGate:
+    """Policy from ``root/mnemo.toml`` ([policy]), the audit log, a risk monitor template, the approver."""
+    if settings is None:
+        settings, _ = load_settings(root)
+    problems: list[str] = []
+    config = load_policy(root, problems)
+    for problem in problems:
+        log.warning("mnemo.toml: %s", problem)
+    return ToolGate(
+        root, config, audit_log_for(root, settings), approver, RiskMonitor("default"), approval_timeout_s
+    )
 
 
 def build_services(root: Path, *, provider: str | None = None) -> Services:
     """Read ``root/mnemo.toml`` once and build the services. Nothing heavy loads here."""
     settings, problems = load_settings(root)
+    problems = [p for p in problems if p.key != "policy"]  # [policy] is read by mnemo.policy.load_policy
     for problem in problems:
         log.warning("%s", problem)
     if provider is not None:

@@ -142,7 +142,10 @@ class OpenAIEmbedder:
     def _post(self, texts: list[str]) -> FloatArray:
         import httpx
 
+        from mnemo.policy.outbound import redact_outbound_many
+
         client = self._get_client()
+        texts, _ = redact_outbound_many(texts, self._url)  # secrets never leave for a remote provider
         payload = {"model": self._model_name, "input": texts}
         attempt = 0
         while True:

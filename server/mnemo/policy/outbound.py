@@ -1,0 +1,42 @@
+"""The outbound secret filter: text leaving the machine for a remote provider has its secrets redacted.
+
+Every remote provider (the OpenAI-compatible embeddings endpoint, chat providers such as OpenAI or
+Anthropic) calls :func:`redact_outbound` on each text it sends, whatever the host; the local llama.cpp
+provider, which sends nothing anywhere, is exempt. Detection is :func:`mnemo.secrets.scan_text` (the
+gitleaks-derived rules plus mnemo's keyword, URL-credential and PEM rules); each secret becomes
+``<redacted:RULE_ID>`` so the model still sees that something was there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from mnemo.secrets import redact_text, scan_text
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER = "<redacted:{rule_id}>"
+
+
+def redact_outbound(text: str) -> tuple[str, int]:
+    """``(text with every detected secret replaced, number of secrets replaced)``."""
+    if not text:
+        return text, 0
+    findings = scan_text(text)
+    if not findings:
+        return text, 0
+    return redact_text(text, findings, PLACEHOLDER), len(findings)
+
+
+def redact_outbound_many(texts: Sequence[str], where: str = "remote provider") -> tuple[list[str], int]:
+    """:func:`redact_outbound` over a batch; logs (without the values) how many secrets were held back."""
+    out: list[str] = []
+    total = 0
+    for text in texts:
+        clean, count = redact_outbound(text)
+        out.append(clean)
+        total += count
+    if total:
+        log.info("outbound filter: %d secret(s) redacted from text sent to %s", total, where)
+    return out, total
