@@ -15,16 +15,21 @@ from datetime import date
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError
 from mnemo.errors import IndexBusy, IndexUnavailable, MnemoError
 from mnemo.index.indexer import Indexer, Progress, SyncReport
+from mnemo.index.store import ChunkStore
+from mnemo.retrievals import RetrievalLog
 from mnemo.search.hybrid import HybridSearcher, SearchOutcome
 from mnemo.workspace.layout import Workspace, WorkspacePathError
 
 log = logging.getLogger(__name__)
 
+STARTUP_WAIT_S = 30.0
+"""How long a search at start-up waits for an existing index to open (not for a first build)."""
 PENDING_WAIT_S = 2.0
 """How long a search waits for the writer to apply pending edits before answering with a note."""
 
@@ -60,6 +65,8 @@ class MemoryService:
         self._pending_lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._buffers: dict[str, str] = {}
+        self.retrievals = RetrievalLog()
+        """Search results waiting for the writer (recorded in the index's ``retrievals`` table)."""
 
     # -- indexing -------------------------------------------------------------------------------
     def sync(
@@ -75,7 +82,10 @@ class MemoryService:
         with self._write_lock:
             self.index_state.state = "indexing"
             try:
+                saved = self._saved_retrievals(full)
                 report = self.indexer.sync(full=full, progress=track, cancel=cancel)
+                if report.rebuilt:
+                    self._restore_retrievals(saved)
             except duckdb.IOException as exc:
                 self.index_state.state, self.index_state.message = "error", str(exc)
                 raise IndexBusy(
@@ -94,6 +104,7 @@ class MemoryService:
             self.index_state.message = ""
             self.index_state.last_report = report
             self.index_state.problems = report.problems
+            self.retrievals.flush(self.indexer.store)
             return report
 
     def schedule_buffer(self, rel_path: str, text: str | None, *, delay_s: float | None = None) -> None:
@@ -161,7 +172,9 @@ class MemoryService:
         notes: list[str] = []
         if self.has_pending() and not self.apply_pending(timeout_s=PENDING_WAIT_S):
             notes.append("the index is busy; edits from the last moments may be missing")
-        with self._write_lock:
+        if self.indexer.store is None:
+            self.indexer.opened.wait(STARTUP_WAIT_S)
+        with self.indexer.swap_lock:
             store = self.indexer.store
             if store is None:
                 raise IndexUnavailable(
@@ -174,22 +187,48 @@ class MemoryService:
                     + "; run `mnemo index` or wait for the server to finish indexing"
                 )
             con = store.reader()
-        try:
-            outcome = self.searcher.search(
-                con,
-                query,
-                dims=store.identity.dims,
-                max_results=max_results,
-                min_score=min_score,
-                sources=sources,
-                today=today,
-            )
-        finally:
-            con.close()
+            try:
+                outcome = self.searcher.search(
+                    con,
+                    query,
+                    dims=store.identity.dims,
+                    max_results=max_results,
+                    min_score=min_score,
+                    sources=sources,
+                    today=today,
+                )
+            finally:
+                con.close()
         outcome.notes.extend(notes)
         if store.identity.dims == 0:
             outcome.notes.append("keyword-only mode: no embedding provider (embedding.provider = none)")
+        self._record(outcome)
         return outcome
+
+    # -- retrieval statistics ---------------------------------------------------------------------
+    def _record(self, outcome: SearchOutcome) -> None:
+        """Queue the results; write them now only if the writer is free (a search never waits)."""
+        self.retrievals.queue(outcome)
+        if self._write_lock.acquire(blocking=False):
+            try:
+                self.retrievals.flush(self.indexer.store)
+            finally:
+                self._write_lock.release()
+
+    def _saved_retrievals(self, full: bool) -> pa.Table | None:
+        """Statistics to carry into a rebuilt index (read only when a rebuild may happen)."""
+        store = self.indexer.store
+        if store is not None:
+            return store.retrieval_table() if full else None
+        return ChunkStore.read_retrieval_table(self.indexer.path)
+
+    def _restore_retrievals(self, saved: pa.Table | None) -> None:
+        if saved is None or self.indexer.store is None:
+            return
+        try:
+            self.indexer.store.restore_retrievals(saved)
+        except duckdb.Error as exc:  # an older layout: statistics are history, not worth failing for
+            log.warning("retrieval statistics were not carried over the rebuild: %s", exc)
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
         """Read lines of a memory file (the unsaved buffer when the editor has one)."""
@@ -215,20 +254,25 @@ class MemoryService:
         }
 
     def status(self) -> dict[str, Any]:
-        store = self.indexer.store
         counts = {"files": 0, "chunks": 0}
-        if store is not None:
-            with self._write_lock:
+        state = self.index_state
+        file_problems = list(state.problems)
+        with self.indexer.swap_lock:
+            store = self.indexer.store
+            if store is not None:
                 reader = store.reader()
                 try:
                     row = reader.execute(
                         "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)"
                     ).fetchone()
+                    # Problems of every indexed file, not only those (re)read by the last sync.
+                    file_problems = reader.execute(
+                        "SELECT path, problem FROM files WHERE problem IS NOT NULL ORDER BY path"
+                    ).fetchall()
                 finally:
                     reader.close()
-            counts = {"files": int(row[0]), "chunks": int(row[1])} if row else counts
+                counts = {"files": int(row[0]), "chunks": int(row[1])} if row else counts
         provider = self.settings.embedding.provider
-        state = self.index_state
         return {
             "workspace": str(self.workspace.root),
             "index": str(self.indexer.path),
@@ -241,7 +285,7 @@ class MemoryService:
             "dims": store.identity.dims if store is not None else 0,
             "mode": "keyword" if provider == "none" else "hybrid",
             "configProblems": [str(p) for p in self.config_problems],
-            "fileProblems": [{"path": p, "problem": m} for p, m in state.problems],
+            "fileProblems": [{"path": p, "problem": m} for p, m in file_problems],
         }
 
     def close(self) -> None:

@@ -23,8 +23,9 @@ from mnemo.errors import SearchCancelled
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.markdown.chunker import CHUNKER_VERSION, Chunk, chunk_markdown
+from mnemo.markdown.frontmatter import parse_front_matter
 from mnemo.text.terms import TERMS_VERSION, terms_string
-from mnemo.workspace.layout import MemoryFile, Workspace
+from mnemo.workspace.layout import FileKind, MemoryFile, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,10 @@ class Indexer:
         self.store: ChunkStore | None = None
         self.embed_lock = threading.Lock()
         """llama.cpp is not thread-safe: every embed call (indexing or query) takes this lock."""
+        self.swap_lock = threading.RLock()
+        """Held by readers while they use a cursor and by the writer while it swaps generations."""
+        self.opened = threading.Event()
+        """Set once a usable index is open (readers at start-up wait for it, not for the sync)."""
 
     # -- identity and opening -----------------------------------------------------------------
     def identity(self) -> IndexIdentity:
@@ -85,13 +90,15 @@ class Indexer:
         wanted = self.identity()
         if ChunkStore.read_identity(self.path) == wanted:
             self.store = ChunkStore.open_existing(self.path, wanted)
+            self.opened.set()
             return True
         return False
 
     def close(self) -> None:
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        with self.swap_lock:
+            if self.store is not None:
+                self.store.close()
+                self.store = None
 
     # -- syncing ------------------------------------------------------------------------------
     def sync(
@@ -119,15 +126,18 @@ class Indexer:
             self._sync_into(building, report, progress, cancel, live=False)
             if progress:
                 progress(report.files_seen, report.files_seen, "building search indexes")
-            old = self.store
-            self.store = None
-            if old is not None:
-                old.close()
-            building.finish_build(self.path)
+            building.finish_indexes()
+            with self.swap_lock:
+                old = self.store
+                self.store = None
+                if old is not None:
+                    old.close()
+                building.swap_into(self.path)
+                self.store = building
         except BaseException:
             building.con.close()
             raise
-        self.store = building
+        self.opened.set()
         report.rebuilt = True
 
     def _sync_into(
@@ -194,9 +204,14 @@ class Indexer:
         *,
         live: bool,
     ) -> None:
-        if source.problem:
-            report.problems.append((memory_file.path, source.problem))
-            log.warning("%s: %s", memory_file.path, source.problem)
+        problem = source.problem
+        if source.text is not None and memory_file.kind is not FileKind.SESSION:
+            front_matter_problem = parse_front_matter(source.text).problem
+            if front_matter_problem:
+                problem = "; ".join(filter(None, [problem, f"front matter: {front_matter_problem}"]))
+        if problem:
+            report.problems.append((memory_file.path, problem))
+            log.warning("%s: %s", memory_file.path, problem)
         chunks = (
             []
             if source.text is None
@@ -250,7 +265,7 @@ class Indexer:
                 mtime,
                 size,
                 len(chunks),
-                source.problem,
+                problem,
             )
         report.files_indexed += 1
         report.chunks_reused += len(kept)

@@ -22,7 +22,9 @@ class SourceText:
 
 
 def _mb(size: int) -> str:
-    return f"{size / 1_000_000:.1f} MB"
+    if size >= 100_000:
+        return f"{size / 1_000_000:.1f} MB"
+    return f"{size:,} bytes"
 
 
 def decode_memory_bytes(data: bytes, kind: FileKind) -> SourceText:

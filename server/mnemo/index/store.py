@@ -119,7 +119,7 @@ class ChunkStore:
 
     @classmethod
     def create(cls, path: Path, identity: IndexIdentity) -> ChunkStore:
-        """A new, empty index at ``path`` (a building file; see :meth:`finish_build`)."""
+        """A new, empty index at ``path`` (a building file; see :meth:`finish_indexes` and :meth:`swap_into`)."""
         for stale in (path, path.with_name(path.name + ".wal")):
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
@@ -130,8 +130,8 @@ class ChunkStore:
         fts.create_empty(con)
         return cls(path, con, identity)
 
-    def finish_build(self, final_path: Path) -> None:
-        """Build the secondary indexes, mark the file complete, and swap it into place atomically."""
+    def finish_indexes(self) -> None:
+        """Build the secondary indexes of a building file and mark it complete (slow part of a build)."""
         fts.rebuild(self.con)
         if self.identity.dims > 0:
             self.con.execute(
@@ -140,6 +140,9 @@ class ChunkStore:
             )
         self.con.execute("INSERT INTO meta VALUES ('complete', '1')")
         self.con.execute("CHECKPOINT")
+
+    def swap_into(self, final_path: Path) -> None:
+        """Rename the completed building file over ``final_path`` atomically and reopen it there."""
         self.con.close()
         os.replace(self.path, final_path)
         with contextlib.suppress(FileNotFoundError):
@@ -283,3 +286,34 @@ class ChunkStore:
             "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)"
         ).fetchone() or (0, 0)
         return {"files": int(files), "chunks": int(chunks)}
+
+    # -- retrieval statistics (history, not cache: kept across rebuilds) ---------------------------
+    def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:
+        """Append search results to ``retrievals`` (values in the table's column order)."""
+        if rows:
+            self.con.executemany("INSERT INTO retrievals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def retrieval_table(self) -> pa.Table:
+        return self.con.execute("SELECT * FROM retrievals").fetch_arrow_table()
+
+    def restore_retrievals(self, table: pa.Table) -> None:
+        """Put back statistics saved from the generation this one replaced."""
+        if table.num_rows:
+            saved = table  # noqa: F841 - read by DuckDB's replacement scan below
+            self.con.execute("INSERT INTO retrievals SELECT * FROM saved")
+
+    @staticmethod
+    def read_retrieval_table(path: Path) -> pa.Table | None:
+        """The statistics of an index file that is not open (None when missing or unreadable)."""
+        if not path.exists():
+            return None
+        try:
+            con = connect(path)
+        except (duckdb.Error, OSError):
+            return None
+        try:
+            return con.execute("SELECT * FROM retrievals").fetch_arrow_table()
+        except duckdb.Error:
+            return None
+        finally:
+            con.close()
