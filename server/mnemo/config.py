@@ -82,6 +82,16 @@ class ServerSettings:
 
 
 @dataclass
+class MemorySettings:
+    injection_budget_chars: int = 20_000
+    """MEMORY.md characters injected into a session; whole lines past the budget are cut (and flagged)."""
+    duplicate_threshold: float = 0.92
+    """Cosine similarity above which two chunks in different files are flagged as near-duplicates."""
+    commit_sessions: bool = False
+    """``mnemo commit`` also commits sessions/*.jsonl transcripts."""
+
+
+@dataclass
 class AgentSettings:
     provider: Literal["local", "openai", "anthropic"] = "local"
     """local: a GGUF chat model run by llama.cpp; openai: an OpenAI-compatible /chat/completions endpoint;
@@ -120,6 +130,7 @@ class Settings:
     search: SearchSettings = field(default_factory=SearchSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     agent: AgentSettings = field(default_factory=AgentSettings)
+    memory: MemorySettings = field(default_factory=MemorySettings)
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "agent.threads": (0, 256),
     "agent.timeout_s": (1.0, 3_600.0),
     "agent.recall_results": (0, 50),
+    "memory.injection_budget_chars": (100, 10_000_000),
+    "memory.duplicate_threshold": (0.5, 1.0),
 }
 
 
