@@ -16,6 +16,7 @@ import glob
 import hashlib
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -331,6 +332,8 @@ class ToolGate:
         raw = args.get("path")
         if not isinstance(raw, str) or not raw:
             raise ToolError("a 'path' string is required")
+        if re.search(r"[*?\[{$]", raw):
+            raise ToolError(f"{raw}: paths may not hold glob characters or $variables")
         target = resolve_path(raw, self.workspace)
         if must_be_inside and (not is_inside(target, self.workspace) or target == self.workspace):
             raise ToolError(f"{raw} is outside the workspace")
