@@ -217,7 +217,7 @@ def _run(args: argparse.Namespace) -> int:
             print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else result["text"])
             return 0
         if args.command == "status":
-            memory.indexer.open()
+            memory.ensure_open()
             status = memory.status()
             if args.json:
                 print(json.dumps(status, ensure_ascii=False, indent=2))

@@ -172,8 +172,7 @@ class MemoryService:
         notes: list[str] = []
         if self.has_pending() and not self.apply_pending(timeout_s=PENDING_WAIT_S):
             notes.append("the index is busy; edits from the last moments may be missing")
-        if self.indexer.store is None:
-            self.indexer.opened.wait(STARTUP_WAIT_S)
+        self.ensure_open()
         with self.indexer.swap_lock:
             store = self.indexer.store
             if store is None:
@@ -229,6 +228,19 @@ class MemoryService:
             self.indexer.store.restore_retrievals(saved)
         except duckdb.Error as exc:  # an older layout: statistics are history, not worth failing for
             log.warning("retrieval statistics were not carried over the rebuild: %s", exc)
+
+    def ensure_open(self) -> None:
+        """Open an existing compatible index; while a sync holds the writer, wait for it to open one."""
+        if self.indexer.store is not None:
+            return
+        if self._write_lock.acquire(blocking=False):
+            try:
+                if self.indexer.store is None:
+                    self.indexer.open()
+            finally:
+                self._write_lock.release()
+        else:  # a sync is running: it opens the existing index first, or builds one
+            self.indexer.opened.wait(STARTUP_WAIT_S)
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
         """Read lines of a memory file (the unsaved buffer when the editor has one)."""

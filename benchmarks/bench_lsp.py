@@ -1,0 +1,125 @@
+"""LSP round trips against the real server: initialize latency, search round trip, edit-to-searchable, RSS.
+
+    python benchmarks/bench_lsp.py --workspace DIR [--provider none|local] [--repeat 5]
+
+``initialize`` is timed twice: from process spawn (includes Python start and imports) and from the
+request alone. Edit-to-searchable is the time from ``didChange`` to a ``memorySearch`` response that
+contains the new text (the search applies pending edits itself). RSS is read from /proc after the
+model has been used (local provider).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def one_run(ws: Path, searches: int) -> dict[str, Any]:
+    client = LanguageClient("bench", "0")
+
+    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    def _create(params: Any) -> None:
+        return None
+
+    for method in ("mnemo/indexStatus", types.PROGRESS, types.WINDOW_LOG_MESSAGE):
+        client.feature(method)(lambda params: None)
+
+    spawned = time.perf_counter()
+    await client.start_io(sys.executable, "-m", "mnemo", "serve", "--workspace", str(ws))
+    sent = time.perf_counter()
+    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
+    answered = time.perf_counter()
+    client.initialized(types.InitializedParams())
+    while (await client.protocol.send_request_async("mnemo/status", {})).state != "ready":
+        await asyncio.sleep(0.05)
+    ready = time.perf_counter()
+    latencies = []
+    for i in range(searches):
+        t = time.perf_counter()
+        await client.protocol.send_request_async("mnemo/memorySearch", {"query": f"deploy staging {i}"})
+        latencies.append(1000 * (time.perf_counter() - t))
+    path = ws / "memory" / "deploy-runbook.md"
+    uri = path.as_uri()
+    text = path.read_text(encoding="utf-8")
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="markdown", version=1, text=text))
+    )
+    edits = []
+    for i in range(5):
+        word = f"quokka{i}zeta"
+        t = time.perf_counter()
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version=i + 2, uri=uri),
+                [types.TextDocumentContentChangeWholeDocument(text=text + f"\n## Note {i}\n{word} rollout.\n")],
+            )
+        )
+        result = await client.protocol.send_request_async("mnemo/memorySearch", {"query": word})
+        assert any(word in r.snippet for r in result.results), "edit not searchable"
+        edits.append(1000 * (time.perf_counter() - t))
+    pid = client._server.pid if client._server else 0  # type: ignore[attr-defined]
+    rss = rss_mb(pid) if pid else 0.0
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    return {
+        "init_from_spawn_ms": 1000 * (answered - spawned),
+        "init_request_ms": 1000 * (answered - sent),
+        "ready_s": ready - answered,
+        "search_ms": latencies,
+        "edit_ms": edits,
+        "rss_mb": rss,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workspace", type=Path, help="workspace to copy (default: workspace-template)")
+    parser.add_argument("--provider", choices=["none", "local"], default="local")
+    parser.add_argument("--repeat", type=int, default=3, help="server starts")
+    parser.add_argument("--searches", type=int, default=50)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="mnemo-bench-lsp-"))
+    ws = tmp / "ws"
+    shutil.copytree(args.workspace or ROOT / "workspace-template", ws)
+    (ws / "mnemo.toml").write_text(f'[embedding]\nprovider = "{args.provider}"\n', encoding="utf-8")
+    runs = [asyncio.run(one_run(ws, args.searches)) for _ in range(args.repeat)]
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in runs)
+
+    searches = sorted(x for r in runs for x in r["search_ms"])
+    edits = sorted(x for r in runs for x in r["edit_ms"])
+    p95 = searches[int(0.95 * (len(searches) - 1))]
+    print(f"| metric ({args.provider}, {args.repeat} server starts) | value |")
+    print("|---|---|")
+    print(f"| initialize, request to response (median) | {med('init_request_ms'):.0f} ms |")
+    print(f"| initialize, process spawn to response (median) | {med('init_from_spawn_ms'):.0f} ms |")
+    print(f"| search round trip p50 / p95 | {statistics.median(searches):.1f} / {p95:.1f} ms |")
+    print(f"| didChange to a search that sees the edit, median (max) | {statistics.median(edits):.0f} ({max(edits):.0f}) ms |")
+    print(f"| server peak RSS (VmHWM) | {max(r['rss_mb'] for r in runs):.0f} MB |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
