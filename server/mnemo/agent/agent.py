@@ -1,0 +1,256 @@
+"""Agent: one chat turn = context, (flush + compaction when due), generation with tool calls, transcript.
+
+Used by the CLI (``mnemo chat``), the LSP server (``mnemo/chat``) and the gateway alike; it knows nothing
+of any of them. Deltas go to an ``on_delta`` callback; ``cancel`` stops generation between tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from mnemo.config import AgentSettings
+from mnemo.memory_service import MemoryService
+
+from .compaction import Compactor, Thresholds
+from .context import ContextBuilder, TurnContext
+from .flush import FlushReport, MemoryFlusher
+from .memory_writer import MemoryWriter
+from .providers import ChatProvider
+from .sessions import Session, SessionKind, SessionStore
+from .tool_calls import DeltaGate, parse_tool_call, split_thoughts
+from .tools import ToolBox, ToolGate, args_text
+
+log = logging.getLogger(__name__)
+
+MAX_TOOL_STEPS = 4
+COMMANDS = ("/new", "/reset", "/flush")
+
+
+@dataclass
+class ChatReply:
+    text: str
+    session_id: str
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str = "stop"
+    tool_calls: int = 0
+    compacted: bool = False
+    flush: FlushReport | None = None
+    notes: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "citations": self.citations,
+            "sessionId": self.session_id,
+            "finishReason": self.finish_reason,
+            "toolCalls": self.tool_calls,
+            "compacted": self.compacted,
+            "flush": None if self.flush is None else self.flush.as_dict(),
+            "notes": self.notes,
+            "promptTokens": self.prompt_tokens,
+        }
+
+
+class Agent:
+    def __init__(
+        self,
+        root: Path,
+        memory: MemoryService,
+        provider: ChatProvider,
+        settings: AgentSettings | None = None,
+        gate: ToolGate | None = None,
+    ) -> None:
+        self.root = root.resolve()
+        self.memory = memory
+        self.provider = provider
+        self.settings = settings or AgentSettings()
+        self.store = SessionStore(self.root)
+        self.tools = ToolBox(memory, self.root, gate)
+        self.context = ContextBuilder(
+            self.root,
+            memory,
+            provider,
+            recall_results=self.settings.recall_results,
+            reply_tokens=self.settings.max_tokens,
+            tools_text=self.tools.describe(),
+        )
+        self.flusher = MemoryFlusher(self.store, MemoryWriter(self.root), provider)
+        self.compactor = Compactor(self.store, provider)
+
+    def thresholds(self) -> Thresholds:
+        s = self.settings
+        return Thresholds.scaled(self.provider.context_window, s.reserve_floor, s.soft_threshold)
+
+    # -- a turn -----------------------------------------------------------------------------------
+    def chat(
+        self,
+        message: str,
+        session_id: str | None = None,
+        *,
+        kind: SessionKind = "private",
+        on_delta: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+        today: date | None = None,
+    ) -> ChatReply:
+        command = message.strip().lower()
+        if command in COMMANDS and session_id:
+            return self._command(command, session_id, kind, on_delta)
+        session = self.store.load_or_create(session_id, kind)
+        with self.store.lock(session.id):
+            session = self.store.load(session.id)  # another turn may have appended meanwhile
+            return self._turn(session, message, on_delta, cancel, today)
+
+    def _turn(
+        self,
+        session: Session,
+        message: str,
+        on_delta: Callable[[str], None] | None,
+        cancel: threading.Event | None,
+        today: date | None,
+    ) -> ChatReply:
+        self.store.append(session, "user", message)
+        reply = ChatReply("", session.id)
+        context = self._maybe_compact(session, message, reply, cancel, today)
+        citations = list(context.citations)
+        for step in range(MAX_TOOL_STEPS + 1):
+            gate = DeltaGate(on_delta or (lambda _d: None))
+            stream = self.provider.stream(
+                context.messages,
+                max_tokens=self.settings.max_tokens,
+                temperature=self.settings.temperature,
+                cancel=cancel,
+            )
+            for delta in stream:
+                gate.feed(delta)
+            reply.finish_reason = stream.finish_reason
+            thoughts, visible = split_thoughts(stream.text)
+            for thought in thoughts:
+                self.store.append(session, "thought", thought)
+            call = None
+            if stream.finish_reason != "cancelled" and step < MAX_TOOL_STEPS:
+                call = parse_tool_call(visible, self.tools.names)
+            if call is None:
+                gate.finish(visible)
+                reply.text = visible
+                self.store.append(session, "assistant", visible, finish=stream.finish_reason)
+                break
+            gate.finish(None)
+            reply.tool_calls += 1
+            self.store.append(
+                session, "tool_call", args_text(call.name, call.args), tool=call.name, args=call.args
+            )
+            result = self.tools.run(session.id, call.name, call.args, private=session.kind == "private")
+            citations.extend(result.citations)
+            self.store.append(
+                session, "tool_result", result.output, tool=call.name, ok=result.ok, decision=result.decision
+            )
+            context = self.context.build(session, message, today=today)
+        reply.citations = _dedupe(citations)
+        reply.notes.extend(context.notes)
+        reply.prompt_tokens = context.prompt_tokens
+        return reply
+
+    def _maybe_compact(
+        self,
+        session: Session,
+        message: str,
+        reply: ChatReply,
+        cancel: threading.Event | None,
+        today: date | None,
+    ) -> TurnContext:
+        """Fresh token count of the live session; at the threshold: flush first, then compact."""
+        context = self.context.build(session, message, today=today)
+        limits = self.thresholds()
+        tokens = self.context.session_tokens(session, context.system_tokens)
+        if tokens < limits.trigger:
+            return context
+        log.info("session %s: %d tokens >= %d: flush, then compaction", session.id, tokens, limits.trigger)
+        if not session.flushed_this_cycle():
+            reply.flush = self.flusher.flush(session, reason="compaction", today=today, cancel=cancel)
+        keep = max(1, (limits.trigger - context.system_tokens) // 3)
+        reply.compacted = self.compactor.compact(session, keep_tokens=keep, cancel=cancel)
+        return self.context.build(session, message, today=today) if reply.compacted else context
+
+    # -- sessions ---------------------------------------------------------------------------------
+    def sessions(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "sessionId": s.id,
+                "kind": s.kind,
+                "title": s.title(),
+                "updated": s.updated(),
+                "messages": sum(1 for e in s.events if e.get("type") in ("user", "assistant")),
+                "compactions": s.cycle,
+            }
+            for s in self.store.list()
+        ]
+
+    def new_session(self, kind: SessionKind = "private", previous: str | None = None) -> dict[str, Any]:
+        """Start a session; the previous one (if named) is saved as a memory snapshot first."""
+        snapshot = None
+        if previous and self.store.exists(previous):
+            with self.store.lock(previous):
+                snapshot = self.flusher.snapshot(self.store.load(previous))
+        session = self.store.create(kind)
+        return {"sessionId": session.id, "kind": kind, "snapshot": snapshot}
+
+    def reset_session(self, session_id: str) -> dict[str, Any]:
+        """Snapshot the session, move its transcript aside, and start it afresh under the same id."""
+        with self.store.lock(session_id):
+            session = self.store.load(session_id)
+            snapshot = self.flusher.snapshot(session)
+            archived = self.store.archive(session)
+            self.store.create(session.kind, session_id)
+        return {
+            "sessionId": session_id,
+            "kind": session.kind,
+            "snapshot": snapshot,
+            "archived": archived.name,
+        }
+
+    def flush(self, session_id: str, cancel: threading.Event | None = None) -> FlushReport:
+        """A flush asked for by the user (``/flush``, ``mnemo.flush``): runs whatever the cycle."""
+        with self.store.lock(session_id):
+            return self.flusher.flush(self.store.load(session_id), reason="manual", cancel=cancel)
+
+    def _command(
+        self, command: str, session_id: str, kind: SessionKind, on_delta: Callable[[str], None] | None
+    ) -> ChatReply:
+        if command == "/flush":
+            report = self.flush(session_id)
+            text = "nothing to keep" if not report.written else f"saved to {', '.join(report.written)}"
+            reply = ChatReply(text, session_id, flush=report)
+        elif command == "/new":
+            made = self.new_session(kind, session_id)
+            reply = ChatReply(_started(made), made["sessionId"])
+        else:
+            made = self.reset_session(session_id)
+            reply = ChatReply(_started(made), session_id)
+        if on_delta is not None:
+            on_delta(reply.text)
+        return reply
+
+    def close(self) -> None:
+        self.provider.close()
+
+
+def _started(made: dict[str, Any]) -> str:
+    saved = f"; previous conversation saved to {made['snapshot']}" if made.get("snapshot") else ""
+    return f"new session {made['sessionId']}{saved}"
+
+
+def _dedupe(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: set[str] = set()
+    out = []
+    for c in citations:
+        if c["citation"] not in seen:
+            seen.add(c["citation"])
+            out.append(c)
+    return out

@@ -1,0 +1,202 @@
+"""Per-turn context: persona, MEMORY.md (private sessions only), daily notes, skills, automatic recall
+with citations, the compaction summary and the transcript tail, all measured with the model's tokenizer.
+
+Nothing is cut silently: a file cut to fit says where in the prompt and in :attr:`TurnContext.notes`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from mnemo.embeddings import EmbeddingError
+from mnemo.errors import MnemoError
+from mnemo.markdown.frontmatter import parse_front_matter
+from mnemo.memory_service import MemoryService
+
+from .providers import ChatMessage, ChatProvider
+from .providers.base import MESSAGE_OVERHEAD_TOKENS
+from .sessions import Session
+from .tools import citation_of, format_hits
+
+log = logging.getLogger(__name__)
+
+PERSONA_FILES = ("AGENTS.md", "SOUL.md")
+MEMORY_FILES = ("MEMORY.md", "memory.md")
+TOOL_FORMAT = (
+    "To use a tool, answer with only this, nothing else:\n"
+    '<tool_call>{"name": "memory_search", "arguments": {"query": "..."}}</tool_call>\n'
+    "You will get the result and can then answer. Cite memory as path#Lx-Ly."
+)
+
+
+@dataclass
+class TurnContext:
+    messages: list[ChatMessage]
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: int = 0
+    system_tokens: int = 0
+    tail_events: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def event_message(event: dict[str, Any]) -> ChatMessage | None:
+    """How a transcript event reads in the prompt (thoughts, flushes and headers are left out)."""
+    kind, text = event.get("type"), str(event.get("text", ""))
+    if kind == "user":
+        return ChatMessage("user", text)
+    if kind == "assistant":
+        return ChatMessage("assistant", text)
+    if kind == "tool_call":
+        return ChatMessage("assistant", f"<tool_call>{text}</tool_call>")
+    if kind == "tool_result":
+        return ChatMessage("user", f"[observation from {event.get('tool', 'tool')}]\n{text}")
+    return None
+
+
+class ContextBuilder:
+    def __init__(
+        self,
+        root: Path,
+        memory: MemoryService,
+        provider: ChatProvider,
+        *,
+        recall_results: int = 4,
+        reply_tokens: int = 512,
+        tools_text: str = "",
+    ) -> None:
+        self.root = root
+        self.memory = memory
+        self.provider = provider
+        self.recall_results = recall_results
+        self.reply_tokens = reply_tokens
+        self.tools_text = tools_text
+
+    # -- pieces -----------------------------------------------------------------------------------
+    def _read(self, rel: str) -> str | None:
+        path = self.root / rel
+        if not path.is_file() or path.is_symlink():
+            return None
+        try:
+            return path.read_text(encoding="utf-8-sig", errors="replace").strip()
+        except OSError as exc:
+            log.warning("%s cannot be read: %s", rel, exc)
+            return None
+
+    def _fit(self, rel: str, text: str, budget: int, notes: list[str]) -> str:
+        """The whole file when it fits ``budget`` tokens, else its first whole lines and a visible note."""
+        if self.provider.count_tokens(text) <= budget:
+            return text
+        lines = text.splitlines()
+        lo, hi = 0, len(lines)
+        while lo < hi:  # the most leading lines that fit
+            mid = (lo + hi + 1) // 2
+            if self.provider.count_tokens("\n".join(lines[:mid])) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        note = f"{rel} cut to fit the context: lines {lo + 1}-{len(lines)} not shown (use memory_get)"
+        notes.append(note)
+        return "\n".join(lines[:lo]) + f"\n[{note}]"
+
+    def skills(self) -> list[tuple[str, str]]:
+        found = []
+        for path in sorted((self.root / "skills").glob("*/SKILL.md")):
+            if path.is_symlink():
+                continue
+            try:
+                meta = parse_front_matter(path.read_text(encoding="utf-8-sig", errors="replace")).data
+            except OSError:
+                continue
+            found.append((meta.get("name") or path.parent.name, meta.get("description", "")))
+        return found
+
+    def recall(self, query: str, private: bool, notes: list[str]) -> list[dict[str, Any]]:
+        if self.recall_results <= 0 or not query.strip():
+            return []
+        try:
+            hits = self.memory.search(query, max_results=self.recall_results).as_dict()["results"]
+        except (MnemoError, EmbeddingError) as exc:
+            notes.append(f"automatic recall skipped: {exc}")
+            return []
+        if not private:
+            hits = [h for h in hits if h["path"] not in MEMORY_FILES]
+        return list(hits)
+
+    # -- assembly ---------------------------------------------------------------------------------
+    def build(self, session: Session, query: str, *, today: date | None = None) -> TurnContext:
+        window = self.provider.context_window
+        notes: list[str] = []
+        file_budget = max(64, window // 8)
+        private = session.kind == "private"
+        parts: list[str] = []
+        persona = [self._read(name) for name in PERSONA_FILES]
+        parts.extend(
+            self._fit(n, t, file_budget, notes) for n, t in zip(PERSONA_FILES, persona, strict=True) if t
+        )
+        if not any(persona):
+            parts.append("You are mnemo, a concise assistant that remembers.")
+        if self.tools_text:
+            parts.append("Tools:\n" + self.tools_text + "\n" + TOOL_FORMAT)
+        skills = self.skills()
+        if skills:
+            parts.append("Skills:\n" + "\n".join(f"- {n}: {d}" for n, d in skills))
+        if private:
+            for name in MEMORY_FILES:
+                text = self._read(name)
+                if text:
+                    parts.append(f"Long-term memory ({name}):\n" + self._fit(name, text, file_budget, notes))
+                    break
+        day = today or date.today()
+        for d in (day, day - timedelta(days=1)):
+            rel = f"memory/{d.isoformat()}.md"
+            text = self._read(rel)
+            if text:
+                parts.append(f"Daily note {rel}:\n" + self._fit(rel, text, file_budget // 2, notes))
+        hits = self.recall(query, private, notes)
+        if hits:
+            parts.append("Relevant memory (cite as shown):\n" + format_hits(hits, 300))
+        summary = session.summary()
+        if summary:
+            parts.append("Summary of the earlier conversation:\n" + summary)
+        system = ChatMessage("system", "\n\n".join(parts))
+        system_tokens = self.provider.count_tokens(system.content) + MESSAGE_OVERHEAD_TOKENS
+        tail, tail_tokens = self.tail(session.live_events(), window - self.reply_tokens - system_tokens)
+        if len(tail) < len([e for e in session.live_events() if event_message(e)]):
+            notes.append("older turns left out to fit the context window")
+        return TurnContext(
+            [system, *tail],
+            [citation_of(h, "recall") for h in hits],
+            system_tokens + tail_tokens,
+            system_tokens,
+            len(tail),
+            notes,
+        )
+
+    def tail(self, events: Sequence[dict[str, Any]], budget: int) -> tuple[list[ChatMessage], int]:
+        """The newest events that fit ``budget`` tokens, oldest first (the newest is always kept)."""
+        chosen: list[ChatMessage] = []
+        used = 0
+        for event in reversed(events):
+            message = event_message(event)
+            if message is None:
+                continue
+            cost = self.provider.count_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS
+            if chosen and used + cost > budget:
+                break
+            chosen.append(message)
+            used += cost
+        chosen.reverse()
+        return chosen, used
+
+    def session_tokens(self, session: Session, system_tokens: int) -> int:
+        """Tokens the whole live conversation would take: what the compaction threshold compares."""
+        return system_tokens + sum(
+            self.provider.count_tokens(m.content) + MESSAGE_OVERHEAD_TOKENS
+            for m in (event_message(e) for e in session.live_events())
+            if m is not None
+        )

@@ -1,0 +1,180 @@
+"""The agent's tools: memory_search, memory_get, read_file (workspace only), and write_file/exec, which
+only ever run through the policy gate (``mnemo.policy.gate.ToolGate``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+from mnemo.embeddings import EmbeddingError
+from mnemo.errors import MnemoError
+from mnemo.memory_service import MemoryService
+from mnemo.workspace.layout import WorkspacePathError
+
+log = logging.getLogger(__name__)
+
+READ_FILE_MAX_BYTES = 64_000
+OBSERVATION_MAX_CHARS = 6_000
+GATED_TOOLS = ("write_file", "exec")
+PRIVATE_FILES = ("MEMORY.md", "memory.md")
+
+
+class GateOutcome(Protocol):
+    ok: bool
+    output: str
+    decision: str
+
+
+class ToolGate(Protocol):
+    """What the agent needs from ``mnemo.policy.gate.ToolGate``."""
+
+    def call(self, session: str, tool: str, args: dict[str, Any]) -> GateOutcome: ...
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    output: str
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    decision: str = ""
+
+
+TOOL_SPECS: dict[str, str] = {
+    "memory_search": '{"query": "what to look for", "maxResults": 4}: hybrid search over memory, with citations',
+    "memory_get": '{"path": "memory/2026-11-02.md", "from": 1, "lines": 20}: read lines of a memory file',
+    "read_file": '{"path": "notes/todo.txt"}: read a text file inside the workspace',
+    "write_file": '{"path": "notes/x.md", "content": "..."}: write a file (needs approval by policy)',
+    "exec": '{"command": "ls -la"}: run a shell command in the sandbox (needs approval by policy)',
+}
+
+
+def citation_of(hit: dict[str, Any], origin: str) -> dict[str, Any]:
+    return {
+        "citation": hit["citation"],
+        "path": hit["path"],
+        "startLine": hit["startLine"],
+        "endLine": hit["endLine"],
+        "score": hit["score"],
+        "source": hit["source"],
+        "origin": origin,
+    }
+
+
+def format_hits(hits: list[dict[str, Any]], snippet_chars: int = 400) -> str:
+    if not hits:
+        return "no results"
+    blocks = []
+    for hit in hits:
+        snippet = " ".join(hit["snippet"].split())[:snippet_chars]
+        blocks.append(f"[{hit['citation']}] {snippet}")
+    return "\n".join(blocks)
+
+
+class ToolBox:
+    """Runs one tool call. Never raises for a bad call: the error is the observation the model sees."""
+
+    def __init__(self, memory: MemoryService, root: Path, gate: ToolGate | None = None) -> None:
+        self.memory = memory
+        self.root = root.resolve()
+        self.gate = gate
+        self._tools: dict[str, Callable[[str, dict[str, Any], bool], ToolResult]] = {
+            "memory_search": self._memory_search,
+            "memory_get": self._memory_get,
+            "read_file": self._read_file,
+            "write_file": self._gated("write_file"),
+            "exec": self._gated("exec"),
+        }
+
+    @property
+    def names(self) -> set[str]:
+        return set(self._tools)
+
+    def describe(self) -> str:
+        return "\n".join(f"- {name} {spec}" for name, spec in TOOL_SPECS.items())
+
+    def run(self, session_id: str, name: str, args: dict[str, Any], *, private: bool = True) -> ToolResult:
+        """Run a tool; in a group session (``private=False``) MEMORY.md is never read or returned."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolResult(False, f"unknown tool {name!r}; tools: {', '.join(sorted(self._tools))}")
+        try:
+            result = tool(session_id, args, private)
+        except (MnemoError, EmbeddingError, WorkspacePathError, OSError, ValueError, TypeError) as exc:
+            result = ToolResult(False, f"{name} failed: {exc}")
+        if len(result.output) > OBSERVATION_MAX_CHARS:
+            result.output = result.output[:OBSERVATION_MAX_CHARS] + "\n[output cut]"
+        return result
+
+    # -- tools ------------------------------------------------------------------------------------
+    def _memory_search(self, session_id: str, args: dict[str, Any], private: bool) -> ToolResult:
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return ToolResult(False, "memory_search needs a 'query' string")
+        max_results = args.get("maxResults", 4)
+        max_results = max_results if isinstance(max_results, int) and 1 <= max_results <= 20 else 4
+        hits = self.memory.search(query, max_results=max_results).as_dict()["results"]
+        if not private:
+            hits = [h for h in hits if h["path"] not in PRIVATE_FILES]
+        return ToolResult(True, format_hits(hits), [citation_of(h, "tool") for h in hits])
+
+    def _memory_get(self, session_id: str, args: dict[str, Any], private: bool) -> ToolResult:
+        path = args.get("path")
+        if not isinstance(path, str):
+            return ToolResult(False, "memory_get needs a 'path' string")
+        if not private and path.strip("/") in PRIVATE_FILES:
+            return ToolResult(False, f"{path} is private: not readable in a group session")
+        start = args.get("from")
+        lines = args.get("lines")
+        got = self.memory.get(
+            path, start if isinstance(start, int) else None, lines if isinstance(lines, int) else None
+        )
+        citation = f"{got['path']}#L{got['from']}-L{got['from'] + max(0, got['lines'] - 1)}"
+        return ToolResult(True, f"[{citation}]\n{got['text']}")
+
+    def _read_file(self, session_id: str, args: dict[str, Any], private: bool) -> ToolResult:
+        rel = args.get("path")
+        if not isinstance(rel, str) or not rel:
+            return ToolResult(False, "read_file needs a 'path' string")
+        path = self.resolve_inside(rel)
+        if not private and path.relative_to(self.root).as_posix() in PRIVATE_FILES:
+            return ToolResult(False, f"{rel} is private: not readable in a group session")
+        data = path.read_bytes()[: READ_FILE_MAX_BYTES + 1]
+        if b"\x00" in data[:8192]:
+            return ToolResult(False, f"{rel}: binary file")
+        text = data[:READ_FILE_MAX_BYTES].decode("utf-8", errors="replace")
+        cut = "\n[file cut]" if len(data) > READ_FILE_MAX_BYTES else ""
+        return ToolResult(True, text + cut)
+
+    def resolve_inside(self, rel: str) -> Path:
+        """A workspace path that stays inside the workspace (no '..', no absolute path, no symlink out)."""
+        pure = PurePosixPath(rel.replace("\\", "/"))
+        if pure.is_absolute() or ".." in pure.parts or "\x00" in rel:
+            raise WorkspacePathError(f"{rel}: only paths inside the workspace can be read")
+        path = (self.root / pure).resolve()
+        if not path.is_relative_to(self.root):
+            raise WorkspacePathError(f"{rel}: resolves outside the workspace")
+        if not path.is_file():
+            raise WorkspacePathError(f"{rel}: no such file")
+        return path
+
+    def _gated(self, name: str) -> Callable[[str, dict[str, Any], bool], ToolResult]:
+        def run(session_id: str, args: dict[str, Any], private: bool) -> ToolResult:
+            if self.gate is None:
+                return ToolResult(
+                    False,
+                    f"{name} needs the policy gate: it is not configured in this server, so {name} is "
+                    "refused (memory_search, memory_get and read_file still work)",
+                    decision="refused",
+                )
+            outcome = self.gate.call(session_id, name, args)
+            return ToolResult(bool(outcome.ok), str(outcome.output), decision=str(outcome.decision))
+
+        return run
+
+
+def args_text(name: str, args: dict[str, Any]) -> str:
+    return f"{name} {json.dumps(args, ensure_ascii=False)}"

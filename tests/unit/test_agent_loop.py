@@ -1,0 +1,232 @@
+"""The agent loop with the ScriptedProvider: tools, streaming, compaction and flush order, cancellation."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mnemo.agent import Agent, ChatMessage, ScriptedProvider
+from mnemo.agent.compaction import SUMMARY_SYSTEM, Thresholds
+from mnemo.agent.flush import FLUSH_SYSTEM, NO_REPLY
+from mnemo.config import AgentSettings
+
+TODAY = date(2026, 11, 3)
+
+
+def make_agent(
+    services_factory: Callable[..., Any], root: Path, provider: ScriptedProvider, **settings: Any
+) -> Agent:
+    services = services_factory(root)
+    services.memory.sync()
+    return Agent(root, services.memory, provider, AgentSettings(**settings))
+
+
+def types_of(agent: Agent, session_id: str) -> list[str]:
+    return [e["type"] for e in agent.store.load(session_id).events]
+
+
+def test_tool_call_then_answer_streams_only_the_answer(
+    sample_workspace: Path, services_factory: Callable[..., Any]
+) -> None:
+    provider = ScriptedProvider(
+        [
+            'Let me look. <tool_call>{"name": "memory_search", "arguments": {"query": "billing database"}}'
+            "</tool_call>",
+            "The billing service uses PostgreSQL (MEMORY.md#L7-L7).",
+        ]
+    )
+    agent = make_agent(services_factory, sample_workspace, provider, recall_results=0)
+    deltas: list[str] = []
+    reply = agent.chat("Which database does billing use?", on_delta=deltas.append, today=TODAY)
+    assert reply.text == "The billing service uses PostgreSQL (MEMORY.md#L7-L7)."
+    assert "".join(deltas).endswith(reply.text)
+    assert "tool_call" not in "".join(deltas) and "{" not in "".join(deltas)
+    assert reply.tool_calls == 1
+    assert types_of(agent, reply.session_id) == ["session", "user", "tool_call", "tool_result", "assistant"]
+    # The second model call saw the observation, with its citation.
+    observation = provider.calls[1][-1]
+    assert observation.role == "user" and "PostgreSQL" in observation.content
+    assert any(c["path"] == "MEMORY.md" and c["origin"] == "tool" for c in reply.citations)
+    # Transcript lines are what the index reads (type + text).
+    events = agent.store.load(reply.session_id).events
+    assert events[2]["tool"] == "memory_search" and events[2]["args"] == {"query": "billing database"}
+
+
+def test_recall_and_context_pieces(sample_workspace: Path, services_factory: Callable[..., Any]) -> None:
+    (sample_workspace / "memory" / f"{TODAY.isoformat()}.md").write_text("# today\n- standup at 10\n")
+    (sample_workspace / "SOUL.md").write_text("Be warm.\n")
+    provider = ScriptedProvider(["ok"])
+    agent = make_agent(services_factory, sample_workspace, provider)
+    reply = agent.chat("billing database?", today=TODAY)
+    system = provider.calls[0][0].content
+    assert "Be warm." in system
+    assert "deploy: Deploy the app to staging" in system  # skills list from front matter
+    assert "standup at 10" in system and "2026-11-02" in system  # today's and yesterday's notes
+    assert "row-level security" in system  # MEMORY.md in a private session
+    assert reply.citations and reply.citations[0]["origin"] == "recall"
+    assert f"[{reply.citations[0]['citation']}]" in system
+
+
+def test_group_session_never_sees_memory_md(sample_workspace: Path, services_factory: Callable[..., Any]) -> None:
+    provider = ScriptedProvider(
+        ['<tool_call>{"name": "memory_get", "arguments": {"path": "MEMORY.md"}}</tool_call>', "done"]
+    )
+    agent = make_agent(services_factory, sample_workspace, provider)
+    reply = agent.chat("coffee preferences and billing PostgreSQL", kind="group", today=TODAY)
+    system = provider.calls[0][0].content
+    assert "dark roast" not in system and "Long-term memory" not in system
+    assert all(c["path"] != "MEMORY.md" for c in reply.citations)
+    assert "private" in provider.calls[1][-1].content
+
+
+def test_exec_without_gate_is_refused_and_with_gate_goes_through_it(
+    sample_workspace: Path, services_factory: Callable[..., Any]
+) -> None:
+    call = '<tool_call>{"name": "exec", "arguments": {"command": "ls"}}</tool_call>'
+    provider = ScriptedProvider([call, "no"])
+    agent = make_agent(services_factory, sample_workspace, provider, recall_results=0)
+    agent.chat("list files", today=TODAY)
+    assert "exec needs the policy gate" in provider.calls[1][-1].content
+
+    class Outcome:
+        ok, output, decision = True, "a.txt", "allowed"
+
+    class Gate:
+        seen: list[tuple[str, str, dict[str, Any]]] = []
+
+        def call(self, session: str, tool: str, args: dict[str, Any]) -> Outcome:
+            self.seen.append((session, tool, args))
+            return Outcome()
+
+    gate = Gate()
+    provider2 = ScriptedProvider([call, "there is a.txt"])
+    agent2 = Agent(sample_workspace, agent.memory, provider2, AgentSettings(recall_results=0), gate)
+    reply = agent2.chat("list files", today=TODAY)
+    assert gate.seen == [(reply.session_id, "exec", {"command": "ls"})]
+    assert "a.txt" in provider2.calls[1][-1].content
+    result = agent2.store.load(reply.session_id).events[3]
+    assert result["decision"] == "allowed" and result["ok"] is True
+
+
+def test_cancel_stops_between_tokens(sample_workspace: Path, services_factory: Callable[..., Any]) -> None:
+    cancel = threading.Event()
+
+    def on_token(i: int) -> None:
+        if i == 3:
+            cancel.set()
+
+    provider = ScriptedProvider(["one two three four five six seven"], on_token=on_token)
+    agent = make_agent(services_factory, sample_workspace, provider, recall_results=0)
+    reply = agent.chat("count", cancel=cancel, today=TODAY)
+    assert reply.finish_reason == "cancelled"
+    assert reply.text == "one two three four"  # the token in flight when cancel was set, then no more
+    assert agent.store.load(reply.session_id).events[-1]["finish"] == "cancelled"
+
+
+def scripted_roles(log: list[str], flush_reply: str = "- The team decided to use PostgreSQL.") -> Any:
+    def reply(messages: Sequence[ChatMessage]) -> str:
+        system = messages[0].content
+        if system == FLUSH_SYSTEM:
+            log.append("flush")
+            return flush_reply
+        if system == SUMMARY_SYSTEM:
+            log.append("summary")
+            return "- earlier: talked about databases"
+        log.append("answer")
+        return "noted"
+
+    return reply
+
+
+LONG = " ".join(["We decided to use PostgreSQL for billing because of row-level security."] * 6)
+
+
+def test_flush_runs_before_compaction_and_appends_to_the_daily_note(
+    sample_workspace: Path, services_factory: Callable[..., Any], md_hashes: Any
+) -> None:
+    daily = sample_workspace / "memory" / f"{TODAY.isoformat()}.md"
+    daily.write_text("# earlier\n- existing line\n", encoding="utf-8")
+    log: list[str] = []
+    provider = ScriptedProvider(default=scripted_roles(log), context_window=1200)
+    agent = make_agent(services_factory, sample_workspace, provider, recall_results=0, max_tokens=64)
+    protected = {k: v for k, v in md_hashes(sample_workspace).items() if k in ("MEMORY.md",)}
+    limits = agent.thresholds()
+    assert limits == Thresholds(1200, 300, 75)
+    session_id = None
+    for _ in range(12):
+        reply = agent.chat(LONG, session_id, today=TODAY)
+        session_id = reply.session_id
+        if reply.compacted:
+            break
+    assert reply.compacted and reply.flush is not None
+    assert log[-3:] == ["flush", "summary", "answer"], log
+    kinds = types_of(agent, reply.session_id)
+    assert kinds.index("flush") < kinds.index("compaction")
+    text = daily.read_text(encoding="utf-8")
+    assert text.startswith("# earlier\n- existing line\n")  # appended, never overwritten
+    assert "- The team decided to use PostgreSQL." in text
+    assert {k: v for k, v in md_hashes(sample_workspace).items() if k in protected} == protected
+    # After compaction the live transcript is short again; the summary is in the next prompt.
+    agent.chat("and then?", session_id, today=TODAY)
+    assert "earlier: talked about databases" in provider.calls[-1][0].content
+    assert agent.store.load(session_id).live_events()[0]["type"] == "user"
+
+
+def test_flush_runs_once_per_compaction_cycle(
+    sample_workspace: Path, services_factory: Callable[..., Any]
+) -> None:
+    log: list[str] = []
+    provider = ScriptedProvider(default=scripted_roles(log), context_window=400)
+    agent = make_agent(services_factory, sample_workspace, provider, recall_results=0, max_tokens=32)
+    huge = " ".join(["Remember this: the deploy failed because the config loaded late."] * 40)
+    first = agent.chat(huge, today=TODAY)  # over the threshold, but nothing older to summarise
+    assert first.flush is not None and not first.compacted
+    second = agent.chat(huge, first.session_id, today=TODAY)  # same cycle: no second flush
+    assert second.flush is None and second.compacted
+    assert log.count("flush") == 1
+    third = agent.chat(huge, first.session_id, today=TODAY)  # a new cycle: flush again
+    assert third.flush is not None
+    assert log.count("flush") == 2
+
+
+def test_no_reply_writes_nothing(
+    sample_workspace: Path, services_factory: Callable[..., Any], md_hashes: Any
+) -> None:
+    log: list[str] = []
+    provider = ScriptedProvider(default=scripted_roles(log, flush_reply=NO_REPLY), context_window=400)
+    agent = make_agent(services_factory, sample_workspace, provider, recall_results=0, max_tokens=32)
+    before = md_hashes(sample_workspace)
+    reply = agent.chat(" ".join(["We decided on PostgreSQL."] * 80), today=TODAY)
+    assert reply.flush is not None and reply.flush.no_reply and reply.flush.written == []
+    assert md_hashes(sample_workspace) == before
+    assert not (sample_workspace / "memory" / f"{TODAY.isoformat()}.md").exists()
+    flush_event = next(e for e in agent.store.load(reply.session_id).events if e["type"] == "flush")
+    assert flush_event["text"] == NO_REPLY
+
+
+@pytest.mark.parametrize(
+    "path", ["MEMORY.md", "SOUL.md", "AGENTS.md", "TOOLS.md", "memory/../MEMORY.md", "../x.md", "memory.md"]
+)
+def test_flush_never_writes_a_protected_file(
+    sample_workspace: Path, services_factory: Callable[..., Any], md_hashes: Any, path: str
+) -> None:
+    for name in ("SOUL.md", "AGENTS.md", "TOOLS.md"):
+        (sample_workspace / name).write_text(f"# {name}\n", encoding="utf-8")
+    before = md_hashes(sample_workspace)
+    hostile = (
+        f'<tool_call>{{"name": "write_file", "arguments": {{"path": "{path}", "content": "- pwned"}}}}'
+        "</tool_call>"
+    )
+    provider = ScriptedProvider([hostile])
+    agent = make_agent(services_factory, sample_workspace, provider)
+    session = agent.store.create()
+    agent.store.append(session, "user", "Remember this: we decided the deploy runs on Fridays.")
+    report = agent.flush(session.id)
+    assert report.refused and not report.written
+    assert md_hashes(sample_workspace) == before
+    assert not (sample_workspace.parent / "x.md").exists()
