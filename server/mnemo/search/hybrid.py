@@ -112,6 +112,14 @@ def vector_literal(vector: np.ndarray) -> str:
     return f"[{values}]::FLOAT[{len(vector)}]"
 
 
+def vector_query(literal: str, limit: int) -> str:
+    """Nearest chunks by cosine distance, in the shape DuckDB's vss rewrites to an HNSW index scan."""
+    return (
+        f"SELECT id, array_cosine_distance(embedding, {literal}) AS distance FROM chunks "
+        f"ORDER BY distance LIMIT {int(limit)}"
+    )
+
+
 class HybridSearcher:
     def __init__(self, embedder: Embedder, settings: SearchSettings, embed_lock: threading.Lock) -> None:
         self.embedder = embedder
@@ -147,13 +155,9 @@ class HybridSearcher:
             # The vector goes in as a literal: it is a constant the HNSW index scan can use, and
             # DuckDB converts a 384-float Python parameter far more slowly than it parses one.
             literal = vector_literal(qvec)
-            rows = con.execute(
-                f"SELECT id, 1 - array_cosine_distance(embedding, {literal}) AS sim FROM chunks "
-                f"ORDER BY array_cosine_distance(embedding, {literal}) LIMIT ?",
-                [n],
-            ).fetchall()
-            for cid, sim in rows:
-                cands[cid] = _Candidate(cid, vector=ranking.vector_score(float(sim)))
+            rows = con.execute(vector_query(literal, n)).fetchall()
+            for cid, distance in rows:
+                cands[cid] = _Candidate(cid, vector=ranking.vector_score(1.0 - float(distance)))
         terms = query_terms(query)
         text_rows = fts.search(con, terms, limit=n)
         for cid, bm25, covered, total in text_rows:
