@@ -6,6 +6,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mnemo.config import ConfigProblem, Settings, load_settings
 from mnemo.embeddings import build_embedder
@@ -16,6 +17,9 @@ from mnemo.policy.gate import ToolGate
 from mnemo.policy.risk import RiskMonitor
 from mnemo.policy.rules import load_policy
 from mnemo.workspace.layout import Workspace
+
+if TYPE_CHECKING:
+    from mnemo.agent import Agent
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +34,30 @@ class Services:
     """Pending approvals of this process (listed and resolved by the LSP server)."""
     _gate: ToolGate | None = field(default=None, init=False, repr=False)
     _gate_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _agent: Agent | None = field(default=None, init=False, repr=False)
 
     def close(self) -> None:
+        if self._agent is not None:
+            self._agent.close()
         self.memory.close()
+
+    @property
+    def agent(self) -> Agent:
+        """The chat agent ([agent] settings), built on first use; its model loads on its first turn.
+        write_file and exec go through :meth:`tool_gate`."""
+        with self._gate_lock:
+            built = self._agent
+        if built is None:
+            from mnemo.agent import Agent, build_provider
+            from mnemo.embeddings.base import default_cache_dir
+
+            provider = build_provider(self.settings.agent, default_cache_dir(None) / "models")
+            built = Agent(self.workspace.root, self.memory, provider, self.settings.agent, self.tool_gate())
+            with self._gate_lock:
+                if self._agent is None:
+                    self._agent = built
+                built = self._agent
+        return built
 
     def tool_gate(self, approver: Approver | None = None) -> ToolGate:
         """The workspace's ToolGate, built on first use (default approver: :attr:`approvals`).
