@@ -122,6 +122,10 @@ class Indexer:
         if not gitignore.exists():
             gitignore.write_text("*\n", encoding="utf-8")
         building = ChunkStore.create(self.dir / (INDEX_FILE + ".building"), self.identity())
+        if self.store is not None:
+            building.copy_embedding_cache(self.store)
+        else:
+            building.import_embedding_cache(self.path)
         try:
             self._sync_into(building, report, progress, cancel, live=False)
             if progress:

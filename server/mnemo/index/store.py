@@ -130,6 +130,37 @@ class ChunkStore:
         fts.create_empty(con)
         return cls(path, con, identity)
 
+    def import_embedding_cache(self, old_path: Path) -> int:
+        """Carry the embedding cache over from a previous index file, when it can still be read."""
+        if not old_path.exists():
+            return 0
+        try:
+            self.con.execute(f"ATTACH '{old_path}' AS previous (READ_ONLY)")
+        except duckdb.Error as exc:
+            log.info("previous index unreadable, its embedding cache is lost: %s", exc)
+            return 0
+        try:
+            self.con.execute(
+                "INSERT INTO embedding_cache SELECT * FROM previous.embedding_cache "
+                "WHERE provider = ? AND model = ?",
+                [self.identity.provider, self.identity.model],
+            )
+            row = self.con.execute("SELECT count(*) FROM embedding_cache").fetchone()
+            return int(row[0]) if row else 0
+        except duckdb.Error as exc:
+            log.info("previous index has no usable embedding cache: %s", exc)
+            return 0
+        finally:
+            self.con.execute("DETACH previous")
+
+    def copy_embedding_cache(self, other: ChunkStore) -> None:
+        """Copy the open index's embedding cache for this model (a rebuild never re-embeds known text)."""
+        cache = other.con.execute(  # noqa: F841 - read by DuckDB's replacement scan below
+            "SELECT * FROM embedding_cache WHERE provider = ? AND model = ?",
+            [self.identity.provider, self.identity.model],
+        ).fetch_arrow_table()
+        self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
+
     def finish_indexes(self) -> None:
         """Build the secondary indexes of a building file and mark it complete (slow part of a build)."""
         fts.rebuild(self.con)
