@@ -1,0 +1,23 @@
+--- The mnemo language server, for `vim.lsp.config` / `vim.lsp.enable('mnemo')` (Neovim 0.11+).
+--- On Neovim 0.10, `require('mnemo').setup()` reads this file and starts it with `vim.lsp.start`.
+--- Override any field with `vim.lsp.config('mnemo', { cmd = { '/path/to/mnemo', 'serve' } })`.
+local protocol = require('mnemo.protocol')
+
+---@type vim.lsp.Config
+return {
+  cmd = { 'mnemo', 'serve' },
+  filetypes = { 'markdown' },
+  root_markers = { 'mnemo.toml', 'MEMORY.md', '.git' },
+  handlers = {
+    -- Each handler loads its module on first use.
+    [protocol.APPROVAL_REQUEST] = function(...)
+      return require('mnemo.approval').handler(...)
+    end,
+    [protocol.CHAT_DELTA] = function(...)
+      return require('mnemo.chat').on_delta(...)
+    end,
+    [protocol.INDEX_STATUS] = function(...)
+      return require('mnemo.client').on_index_status(...)
+    end,
+  },
+}

@@ -1,0 +1,172 @@
+--- `:Mnemo {subcommand}`: one table from subcommand to function.
+local client_mod = require('mnemo.client')
+local protocol = require('mnemo.protocol')
+
+local M = {}
+
+local function info(msg)
+  vim.notify(msg, vim.log.levels.INFO)
+end
+
+--- Lines describing a status object (for :Mnemo status).
+---@param s table
+---@return string[]
+function M.status_lines(s)
+  local lines = {
+    ('workspace: %s'):format(s.workspace or '?'),
+    ('index: %s (%s files, %s chunks)'):format(s.state or '?', s.files or '?', s.chunks or '?'),
+    ('search: %s (provider %s, model %s)'):format(s.mode or '?', s.provider or '?', s.model ~= vim.NIL and s.model or '-'),
+  }
+  if s.message and s.message ~= '' then
+    table.insert(lines, 'message: ' .. s.message)
+  end
+  for _, p in ipairs(s.configProblems or {}) do
+    table.insert(lines, 'config: ' .. (type(p) == 'table' and vim.inspect(p) or tostring(p)))
+  end
+  for _, p in ipairs(s.fileProblems or {}) do
+    table.insert(lines, ('file: %s: %s'):format(p.path or '?', p.problem or '?'))
+  end
+  return lines
+end
+
+--- A commit result in one line, whatever fields the server fills.
+local function describe_commit(r)
+  if type(r) ~= 'table' then
+    return 'mnemo: committed'
+  end
+  if r.committed == false or r.ok == false then
+    return 'mnemo: nothing committed' .. (r.reason and (': ' .. r.reason) or (r.message and (': ' .. r.message) or ''))
+  end
+  local sha = r.commit or r.sha or r.hash
+  local files = type(r.files) == 'table' and #r.files or r.files
+  return ('mnemo: committed %s%s%s'):format(
+    sha and tostring(sha):sub(1, 12) or '',
+    r.message and (' "' .. vim.split(r.message, '\n')[1] .. '"') or '',
+    files and (' (' .. tostring(files) .. ' files)') or ''
+  )
+end
+
+--- `mnemo/commit`. Secrets found in the change are listed in the quickfix list (`:Mnemo commit!` commits
+--- anyway); a workspace outside Git is offered a new repository.
+---@param params {message?: string, force?: boolean, initRepo?: boolean}
+function M.commit(params)
+  client_mod.request(protocol.COMMIT, params, function(r)
+    info(describe_commit(r))
+  end, function(err, client)
+    local data = type(err.data) == 'table' and err.data or {}
+    if type(data.secrets) == 'table' and #data.secrets > 0 then
+      local root = client_mod.workspace(client)
+      local items = {}
+      for _, f in ipairs(data.secrets) do
+        table.insert(items, { filename = root and (root .. '/' .. f.path) or f.path, lnum = f.line or 1,
+          text = 'secret: ' .. tostring(f.rule) })
+      end
+      vim.fn.setqflist({}, ' ', { title = 'mnemo: secrets in the commit', items = items })
+      vim.notify(client_mod.describe_error(protocol.COMMIT, err) ..
+        '\n(listed in the quickfix list; :Mnemo commit! commits anyway)', vim.log.levels.ERROR)
+    elseif not params.initRepo and tostring(err.message):find('initRepo', 1, true) then
+      vim.ui.select({ 'Create a Git repository and commit', 'Cancel' }, {
+        prompt = tostring(err.message),
+        kind = 'mnemo.confirm',
+      }, function(choice, idx)
+        if idx == 1 then
+          M.commit(vim.tbl_extend('force', params, { initRepo = true }))
+        end
+      end)
+    else
+      vim.notify(client_mod.describe_error(protocol.COMMIT, err), vim.log.levels.ERROR)
+    end
+  end)
+end
+
+---@alias mnemo.Subcommand fun(args: string, bang: boolean)
+
+---@type table<string, mnemo.Subcommand>
+M.subcommands = {
+  chat = function(args)
+    local chat = require('mnemo.chat')
+    chat.open()
+    if args ~= '' then
+      chat.send(args)
+    else
+      chat.ask()
+    end
+  end,
+  search = function(args, bang)
+    require('mnemo.search').search(args, { quickfix = bang })
+  end,
+  cancel = function()
+    require('mnemo.chat').cancel()
+  end,
+  new = function()
+    require('mnemo.chat').new_session()
+  end,
+  flush = function()
+    local session = require('mnemo.chat').state.session_id
+    client_mod.request(protocol.FLUSH, { sessionId = session }, function(r)
+      local what = type(r) == 'table' and (r.path or r.written or r.message)
+      info('mnemo: flushed' .. (what and (' ' .. tostring(what)) or ''))
+    end)
+  end,
+  commit = function(args, bang)
+    M.commit({ message = args ~= '' and args or nil, force = bang or nil })
+  end,
+  status = function()
+    client_mod.request(protocol.STATUS, {}, function(s, client)
+      client_mod.index_status[client.id] = s
+      info(table.concat(M.status_lines(s), '\n'))
+    end)
+  end,
+  reindex = function(_, bang)
+    local client, err = client_mod.ensure()
+    if not client then
+      vim.notify(err or 'mnemo: no client', vim.log.levels.ERROR)
+      return
+    end
+    local command = { title = 'reindex', command = protocol.CMD_REINDEX, arguments = { { full = bang } } }
+    client_mod.call(client, 'request', 'workspace/executeCommand', command, function(e, s)
+      if e then
+        vim.notify(client_mod.describe_error(protocol.CMD_REINDEX, e), vim.log.levels.ERROR)
+      else
+        info('mnemo: reindexed: ' .. tostring(s and s.state) .. ', ' .. tostring(s and s.chunks) .. ' chunks')
+      end
+    end)
+  end,
+}
+
+--- Entry point for the :Mnemo user command.
+---@param o {args: string, bang: boolean}
+function M.run(o)
+  local sub, rest = o.args:match('^%s*(%S+)%s*(.-)%s*$')
+  sub = sub or 'chat'
+  local bang = o.bang
+  if sub:sub(-1) == '!' then -- `:Mnemo search! query` as well as `:Mnemo! search query`
+    sub, bang = sub:sub(1, -2), true
+  end
+  local fn = M.subcommands[sub]
+  if not fn then
+    vim.notify(('mnemo: unknown subcommand %q (one of: %s)'):format(sub, table.concat(M.names(), ', ')),
+      vim.log.levels.ERROR)
+    return
+  end
+  fn(rest or '', bang)
+end
+
+---@return string[]
+function M.names()
+  local names = vim.tbl_keys(M.subcommands)
+  table.sort(names)
+  return names
+end
+
+--- Completion for :Mnemo (subcommand names).
+function M.complete(arglead, cmdline)
+  if cmdline:match('^%s*%S+!?%s+%S+%s') then
+    return {}
+  end
+  return vim.tbl_filter(function(n)
+    return vim.startswith(n, arglead)
+  end, M.names())
+end
+
+return M

@@ -1,0 +1,38 @@
+-- Run with `nvim --clean --cmd 'set rtp^=clients/neovim'`: plugin/ is sourced, nothing else of mnemo is.
+local function fail(msg)
+  io.stderr:write('FAIL: ' .. msg .. '\n')
+  vim.cmd('cquit 1')
+end
+local ok, err = pcall(function()
+  assert(vim.fn.exists(':Mnemo') == 2, ':Mnemo is not defined')
+  for name in pairs(package.loaded) do
+    assert(not name:match('^mnemo'), 'loaded at startup: ' .. name)
+  end
+  -- lsp/mnemo.lua is what vim.lsp.config('mnemo') resolves to.
+  local cfg = vim.lsp.config.mnemo
+  assert(cfg, 'vim.lsp.config.mnemo is nil')
+  assert(vim.deep_equal(cfg.cmd, { 'mnemo', 'serve' }), vim.inspect(cfg.cmd))
+  assert(vim.deep_equal(cfg.filetypes, { 'markdown' }), vim.inspect(cfg.filetypes))
+  assert(vim.deep_equal(cfg.root_markers, { 'mnemo.toml', 'MEMORY.md', '.git' }), vim.inspect(cfg.root_markers))
+  for _, m in ipairs({ 'mnemo/approvalRequest', 'mnemo/chatDelta', 'mnemo/indexStatus' }) do
+    assert(type(cfg.handlers[m]) == 'function', 'no handler for ' .. m)
+  end
+  -- setup() merges over the defaults and reaches vim.lsp.config.
+  require('mnemo').setup({ cmd = { '/opt/mnemo/bin/mnemo', 'serve' }, chat = { layout = 'split' }, enable = false })
+  local opts = require('mnemo.config').get()
+  assert(opts.chat.layout == 'split' and opts.search.max_results == 20, vim.inspect(opts))
+  assert(vim.lsp.config.mnemo.cmd[1] == '/opt/mnemo/bin/mnemo', vim.inspect(vim.lsp.config.mnemo.cmd))
+  -- Subcommand completion and citation parsing.
+  local names = require('mnemo.commands').complete('s', 'Mnemo s')
+  assert(vim.deep_equal(names, { 'search', 'status' }), vim.inspect(names))
+  local cites = require('mnemo.chat').parse_citations('see memory/2026-11-02.md#L3-L6 and MEMORY.md#L19, (memory/中文笔记.md#L1-L3)')
+  assert(#cites == 3, vim.inspect(cites))
+  assert(cites[1].path == 'memory/2026-11-02.md' and cites[1].start_line == 3 and cites[1].end_line == 6, vim.inspect(cites[1]))
+  assert(cites[2].path == 'MEMORY.md' and cites[2].end_line == 19, vim.inspect(cites[2]))
+  assert(cites[3].path == 'memory/中文笔记.md', vim.inspect(cites[3]))
+end)
+if not ok then
+  fail(tostring(err))
+else
+  vim.cmd('qall!')
+end
