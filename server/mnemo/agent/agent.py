@@ -116,6 +116,9 @@ class Agent:
         today: date | None,
     ) -> ChatReply:
         self.store.append(session, "user", message)
+        observe = getattr(self.tools.gate, "observe_message", None)
+        if observe is not None:  # the policy's risk monitor reads what the user says
+            observe(session.id, message)
         reply = ChatReply("", session.id)
         context = self._maybe_compact(session, message, reply, cancel, today)
         citations = list(context.citations)
@@ -179,6 +182,10 @@ class Agent:
         return self.context.build(session, message, today=today) if reply.compacted else context
 
     # -- sessions ---------------------------------------------------------------------------------
+    def open_session(self, session_id: str | None = None, kind: SessionKind = "private") -> str:
+        """The id of an existing session, or of a new one (so a front can name it before the turn)."""
+        return self.store.load_or_create(session_id, kind).id
+
     def sessions(self) -> list[dict[str, Any]]:
         return [
             {

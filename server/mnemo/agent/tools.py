@@ -24,9 +24,12 @@ PRIVATE_FILES = ("MEMORY.md", "memory.md")
 
 
 class GateOutcome(Protocol):
-    ok: bool
-    output: str
-    decision: str
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def output(self) -> str: ...
+    @property
+    def decision(self) -> str: ...
 
 
 class ToolGate(Protocol):

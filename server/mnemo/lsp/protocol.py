@@ -89,3 +89,63 @@ class GetParams:
         if lines is not None and lines < 0:
             raise _invalid("'lines' must be >= 0")
         return cls(_get(raw, "path", str, required=True), from_line, lines)
+
+
+# Chat (docs/protocol.md, "Chat")
+CHAT = "mnemo/chat"
+CHAT_DELTA = "mnemo/chatDelta"
+"""Server -> client notification: ``{"sessionId", "requestId", "delta"}`` while a reply streams."""
+SESSIONS = "mnemo/sessions"
+NEW_SESSION = "mnemo/newSession"
+RESET_SESSION = "mnemo/resetSession"
+FLUSH = "mnemo/flush"
+CMD_FLUSH = "mnemo.flush"
+SESSION_KINDS = ("private", "group")
+
+
+def _object(params: Any) -> dict[str, Any]:
+    raw = to_plain(params) or {}
+    if not isinstance(raw, dict):
+        raise _invalid("params must be an object")
+    return raw
+
+
+def _kind(raw: dict[str, Any]) -> str:
+    kind = _get(raw, "kind", str) or "private"
+    if kind not in SESSION_KINDS:
+        raise _invalid(f"'kind' must be one of {', '.join(SESSION_KINDS)}, got {kind!r}")
+    return str(kind)
+
+
+@dataclass(frozen=True)
+class ChatParams:
+    message: str
+    session_id: str | None
+    kind: str
+
+    @classmethod
+    def parse(cls, params: Any) -> ChatParams:
+        raw = _object(params)
+        message = _get(raw, "message", str, required=True)
+        if not message.strip():
+            raise _invalid("'message' is empty")
+        return cls(message, _get(raw, "sessionId", str), _kind(raw))
+
+
+@dataclass(frozen=True)
+class SessionParams:
+    """``{"sessionId"}`` for mnemo/resetSession and mnemo/flush; ``{"kind"?, "previousSessionId"?}``
+    for mnemo/newSession."""
+
+    session_id: str | None
+    kind: str
+    previous: str | None
+
+    @classmethod
+    def parse(cls, params: Any, *, require_session: bool = True) -> SessionParams:
+        raw = _object(params)
+        return cls(
+            _get(raw, "sessionId", str, required=require_session),
+            _kind(raw),
+            _get(raw, "previousSessionId", str),
+        )

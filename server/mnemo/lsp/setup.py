@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mnemo.lsp.handlers import documents, lifecycle, search
+from mnemo.lsp.handlers import chat, documents, lifecycle, search
 from mnemo.lsp.server import MnemoLanguageServer
 
 
@@ -10,3 +10,4 @@ def register_features(server: MnemoLanguageServer) -> None:
     lifecycle.register(server)
     documents.register(server)
     search.register(server)
+    chat.register(server)  # last: another module may own textDocument/codeAction

@@ -1,0 +1,119 @@
+"""mnemo/chat (streamed as mnemo/chatDelta), sessions, /new, /reset, the memory flush and its command.
+
+Each request is one call into :class:`mnemo.agent.Agent` on a worker thread. ``$/cancelRequest``
+cancels the handler's task; the agent's cancel event is then set, and generation stops at the next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import FeatureAlreadyRegisteredError, JsonRpcInvalidParams
+
+from mnemo.agent import Agent, SessionError
+from mnemo.embeddings import EmbeddingError
+from mnemo.errors import MnemoError
+from mnemo.lsp import protocol
+from mnemo.lsp.server import MnemoLanguageServer
+
+log = logging.getLogger(__name__)
+
+
+async def _agent(ls: MnemoLanguageServer) -> Agent:
+    return await asyncio.to_thread(lambda: ls.core.agent)
+
+
+async def _call(fn: Any, *args: Any, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
+    """Run a core call on a thread; core errors become JSON-RPC errors; a cancelled request sets ``cancel``."""
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except asyncio.CancelledError:
+        if cancel is not None:
+            cancel.set()
+        raise
+    except SessionError as exc:
+        raise JsonRpcInvalidParams(str(exc)) from exc
+    except (MnemoError, EmbeddingError, OSError) as exc:
+        raise protocol.RequestFailed(str(exc)) from exc
+
+
+def session_code_actions(ls: MnemoLanguageServer, uri: str) -> list[types.CodeAction]:
+    """ "Flush this session's memory" on an open transcript (``sessions/<id>.jsonl``)."""
+    rel = ls.core.workspace.rel_from_uri(uri) if ls.services is not None else None
+    if rel is None or not rel.startswith("sessions/") or not rel.endswith(".jsonl"):
+        return []
+    session_id = rel[len("sessions/") : -len(".jsonl")]
+    return [
+        types.CodeAction(
+            title="mnemo: save this session's durable memories (flush)",
+            kind=types.CodeActionKind.Source,
+            command=types.Command(
+                title="Flush session memory",
+                command=protocol.CMD_FLUSH,
+                arguments=[{"sessionId": session_id}],
+            ),
+        )
+    ]
+
+
+def register(server: MnemoLanguageServer) -> None:
+    @server.feature(protocol.CHAT)
+    async def chat(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        p = protocol.ChatParams.parse(params)
+        agent = await _agent(ls)
+        session_id = await _call(agent.open_session, p.session_id, p.kind)
+        request_id = ls.protocol.msg_id
+        cancel = threading.Event()
+
+        def on_delta(delta: str) -> None:
+            note = {"sessionId": session_id, "requestId": request_id, "delta": delta}
+            ls.post(lambda: ls.protocol.notify(protocol.CHAT_DELTA, note))
+
+        reply = await _call(agent.chat, p.message, session_id, kind=p.kind, on_delta=on_delta, cancel=cancel)
+        return dict(reply.as_dict())
+
+    @server.feature(protocol.SESSIONS)
+    async def sessions(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        agent = await _agent(ls)
+        return {"sessions": await _call(agent.sessions)}
+
+    @server.feature(protocol.NEW_SESSION)
+    async def new_session(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        p = protocol.SessionParams.parse(params, require_session=False)
+        agent = await _agent(ls)
+        return dict(await _call(agent.new_session, p.kind, p.previous or p.session_id))
+
+    @server.feature(protocol.RESET_SESSION)
+    async def reset_session(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        p = protocol.SessionParams.parse(params)
+        agent = await _agent(ls)
+        return dict(await _call(agent.reset_session, p.session_id))
+
+    @server.feature(protocol.FLUSH)
+    async def flush(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        p = protocol.SessionParams.parse(params)
+        agent = await _agent(ls)
+        cancel = threading.Event()
+        report = await _call(agent.flush, p.session_id, cancel, cancel=cancel)
+        return dict(report.as_dict())
+
+    @server.command(protocol.CMD_FLUSH)
+    async def flush_command(ls: MnemoLanguageServer, *args: Any) -> dict[str, Any]:
+        return await flush(ls, args[0] if args else {})
+
+    try:
+
+        @server.feature(
+            types.TEXT_DOCUMENT_CODE_ACTION,
+            types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.Source]),
+        )
+        def code_actions(ls: MnemoLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+            return session_code_actions(ls, params.text_document.uri)
+
+    except FeatureAlreadyRegisteredError:
+        # The editor actions module owns textDocument/codeAction; it offers session_code_actions too.
+        log.debug("textDocument/codeAction already registered; mnemo.flush stays a command")
