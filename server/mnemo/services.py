@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mnemo.config import ConfigProblem, Settings, load_settings
+from mnemo.editor_service import EditorService
 from mnemo.embeddings import build_embedder
 from mnemo.memory_service import MemoryService
 from mnemo.policy.approvals import ApprovalQueue, Approver
@@ -35,6 +36,7 @@ class Services:
     _gate: ToolGate | None = field(default=None, init=False, repr=False)
     _gate_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _agent: Agent | None = field(default=None, init=False, repr=False)
+    _editor: EditorService | None = field(default=None, init=False, repr=False)
 
     def close(self) -> None:
         if self._agent is not None:
@@ -58,6 +60,13 @@ class Services:
                     self._agent = built
                 built = self._agent
         return built
+
+    @property
+    def editor(self) -> EditorService:
+        """Hover insights, hygiene diagnostics, memory edits and Git for the editor (built on first use)."""
+        if self._editor is None:
+            self._editor = EditorService(self.memory, self.settings)
+        return self._editor
 
     def tool_gate(self, approver: Approver | None = None) -> ToolGate:
         """The workspace's ToolGate, built on first use (default approver: :attr:`approvals`).

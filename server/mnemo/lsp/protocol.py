@@ -15,6 +15,12 @@ INDEX_STATUS = "mnemo/indexStatus"
 
 CMD_REINDEX = "mnemo.reindex"
 
+COMMIT = "mnemo/commit"
+HISTORY = "mnemo/history"
+CMD_COMMIT = "mnemo.commit"
+CMD_HISTORY = "mnemo.history"
+DIAGNOSTIC_SOURCE = "mnemo"
+
 
 class RequestFailed(JsonRpcException):
     """LSP's RequestFailed: the request was valid but the server could not do it (message says why)."""
@@ -89,6 +95,38 @@ class GetParams:
         if lines is not None and lines < 0:
             raise _invalid("'lines' must be >= 0")
         return cls(_get(raw, "path", str, required=True), from_line, lines)
+
+
+@dataclass(frozen=True)
+class CommitParams:
+    message: str | None
+    force: bool
+    init_repo: bool
+
+    @classmethod
+    def parse(cls, params: Any) -> CommitParams:
+        raw = to_plain(params) or {}
+        if not isinstance(raw, dict):
+            raise _invalid("params must be an object")
+        return cls(
+            _get(raw, "message", str), bool(_get(raw, "force", bool)), bool(_get(raw, "initRepo", bool))
+        )
+
+
+@dataclass(frozen=True)
+class HistoryParams:
+    path: str
+    line: int | None
+
+    @classmethod
+    def parse(cls, params: Any) -> HistoryParams:
+        raw = to_plain(params) or {}
+        if not isinstance(raw, dict):
+            raise _invalid("params must be an object")
+        line = _get(raw, "line", int)
+        if line is not None and line < 1:
+            raise _invalid("'line' is 1-based and must be >= 1")
+        return cls(_get(raw, "path", str, required=True), line)
 
 
 # Chat (docs/protocol.md, "Chat")

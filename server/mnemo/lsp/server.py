@@ -57,6 +57,10 @@ class MnemoLanguageServer(LanguageServer):
         self.index_task: asyncio.Task[Any] | None = None
         self.index_cancel = threading.Event()
         self.log_handler = LspLogHandler(self)
+        self.document_listeners: list[Callable[[str], None]] = []
+        """Called on the event loop with a document's URI after it is opened, changed or saved."""
+        self.index_listeners: list[Callable[[], None]] = []
+        """Called on the event loop after each background index sync (successful or not)."""
 
     # -- services -------------------------------------------------------------------------------
     def start_services(self, root: Path) -> Services:

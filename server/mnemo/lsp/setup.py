@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mnemo.lsp.handlers import chat, documents, lifecycle, search
+from mnemo.lsp.handlers import actions, chat, diagnostics, documents, insight, lifecycle, search, vcs
 from mnemo.lsp.server import MnemoLanguageServer
 
 
@@ -10,4 +10,8 @@ def register_features(server: MnemoLanguageServer) -> None:
     lifecycle.register(server)
     documents.register(server)
     search.register(server)
+    insight.register(server)
+    diagnostics.register(server)
+    actions.register(server)
+    vcs.register(server)
     chat.register(server)  # last: another module may own textDocument/codeAction

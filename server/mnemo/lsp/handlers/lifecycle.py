@@ -75,11 +75,13 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
             log.warning("%s: %s", path, problem)
     except Exception as exc:
         message = f"indexing failed: {exc}"
-        log.error("indexing failed: %s (see the server log)", exc)
+        log.error("indexing failed: %s (see the server log)", exc, exc_info=True)
     finally:
         if has_progress:
             progress.end(token, types.WorkDoneProgressEnd(message=message))
         server.protocol.notify(protocol.INDEX_STATUS, memory.status())
+        for listener in server.index_listeners:
+            listener()
 
 
 def register(server: MnemoLanguageServer) -> None:

@@ -1,0 +1,186 @@
+"""EditorService: what the editor asks about memory files, answered by the core in one call each.
+
+Hover insights and code lenses (index + Git blame, no model), hygiene diagnostics (text, plus vectors
+already in the index), the edits behind code actions, and Git commit/history. Front ends (LSP, CLI)
+only convert.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from datetime import date
+
+import duckdb
+import numpy as np
+
+from mnemo import hygiene, memory_edits
+from mnemo.config import Settings
+from mnemo.insights import ChunkLens, LineInsight, chunk_lenses, line_insight
+from mnemo.memory_service import MemoryService
+from mnemo.vcs import BlameCache, CommitResult, HistoryEntry, MemoryRepo
+from mnemo.workspace.layout import FileKind
+
+PENDING_WAIT_S = 2.0
+READ_WAIT_S = 1.0
+"""How long a hover or lens waits for the index (a generation swap) before answering without it."""
+
+
+class EditorService:
+    def __init__(self, memory: MemoryService, settings: Settings) -> None:
+        self.memory = memory
+        self.settings = settings
+        self.workspace = memory.workspace
+        self.blame = BlameCache(self.workspace.root)
+        self._blame_lock = threading.Lock()
+        self.repo = MemoryRepo(self.workspace, include_sessions=settings.memory.commit_sessions)
+
+    # -- reading the index -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, int] | None]:
+        """(cursor, vector dims) on the current generation, or None when there is no index yet."""
+        indexer = self.memory.indexer
+        lock = indexer.swap_lock
+        if not lock.acquire(timeout=READ_WAIT_S):
+            yield None
+            return
+        try:
+            store = indexer.store
+            if store is None:
+                yield None
+                return
+            con = store.reader()
+            try:
+                yield con, store.identity.dims
+            finally:
+                con.close()
+        finally:
+            lock.release()
+
+    def is_memory_markdown(self, rel: str) -> bool:
+        memory_file = self.workspace.classify(rel)
+        return memory_file is not None and memory_file.kind is not FileKind.SESSION
+
+    # -- hover and code lens -------------------------------------------------------------------------
+    def insight(self, rel: str, line: int, *, today: date | None = None) -> LineInsight | None:
+        """Everything known about 1-based ``line`` of a memory file (None for other files)."""
+        if not self.is_memory_markdown(rel):
+            return None
+        with self._blame_lock:
+            blamed = self.blame.line(rel, line)
+        with self._reader() as reading:
+            if reading is None:
+                return LineInsight(rel, line, None, None, "", 0, None, None, 1.0, blamed)
+            return line_insight(reading[0], rel, line, self.settings.search, blame=blamed, today=today)
+
+    def lenses(self, rel: str) -> list[ChunkLens]:
+        if not self.settings.server.code_lens or not self.is_memory_markdown(rel):
+            return []
+        with self._reader() as reading:
+            return [] if reading is None else chunk_lenses(reading[0], rel)
+
+    # -- diagnostics ---------------------------------------------------------------------------------
+    def known_files(self) -> set[str]:
+        return {memory_file.path for memory_file, _ in self.workspace.scan()}
+
+    def _vectors(self) -> list[hygiene.ChunkVector]:
+        with self._reader() as reading:
+            if reading is None or reading[1] == 0:
+                return []  # keyword mode: no vectors, no near-duplicate check
+            rows = (
+                reading[0]
+                .execute(
+                    "SELECT path, start_line, end_line, heading, text, embedding FROM chunks "
+                    "WHERE source = 'memory' AND embedding IS NOT NULL ORDER BY path, start_line"
+                )
+                .fetchall()
+            )
+        return [
+            hygiene.ChunkVector(p, s, e, h or "", t, np.asarray(v, dtype=np.float32))
+            for p, s, e, h, t, v in rows
+        ]
+
+    def diagnose(
+        self,
+        rel: str,
+        text: str,
+        *,
+        known: set[str] | None = None,
+        vectors: list[hygiene.ChunkVector] | None = None,
+    ) -> list[hygiene.Problem]:
+        """Hygiene problems of one memory file's text (the editor buffer or the disk)."""
+        if not self.is_memory_markdown(rel):
+            return []
+        vectors = self._vectors() if vectors is None else vectors
+        return hygiene.file_problems(
+            rel,
+            text,
+            known=self.known_files() if known is None else known,
+            budget_chars=self.settings.memory.injection_budget_chars,
+            own_vectors=[v for v in vectors if v.path == rel],
+            other_vectors=[v for v in vectors if v.path != rel],
+            duplicate_threshold=self.settings.memory.duplicate_threshold,
+        )
+
+    def diagnose_buffer(self, rel: str, text: str) -> list[hygiene.Problem]:
+        """:meth:`diagnose` after pending edits reach the index (so near-duplicates see this text)."""
+        if self.memory.has_pending():
+            self.memory.apply_pending(timeout_s=PENDING_WAIT_S)
+        return self.diagnose(rel, text)
+
+    def diagnose_workspace(self, buffers: dict[str, str] | None = None) -> dict[str, list[hygiene.Problem]]:
+        """Problems of every memory file (open buffers win over the disk); files without any included."""
+        buffers = buffers or {}
+        known = self.known_files()
+        vectors = self._vectors()
+        out: dict[str, list[hygiene.Problem]] = {}
+        for rel in sorted(known):
+            if not self.is_memory_markdown(rel):
+                continue
+            text = buffers.get(rel)
+            if text is None:
+                try:
+                    text = (self.workspace.root / rel).read_text(encoding="utf-8-sig", errors="replace")
+                except OSError:
+                    continue
+            out[rel] = self.diagnose(rel, text, known=known, vectors=vectors)
+        return out
+
+    # -- edits behind code actions -------------------------------------------------------------------
+    def memory_file_text(self, buffers: dict[str, str] | None = None) -> tuple[str, str]:
+        """(path, text) of MEMORY.md, the editor's buffer when open; empty text when missing."""
+        buffers = buffers or {}
+        for name in hygiene.MEMORY_FILES:
+            if name in buffers:
+                return name, buffers[name]
+            path = self.workspace.root / name
+            if path.is_file():
+                return name, path.read_text(encoding="utf-8-sig", errors="replace")
+        return "MEMORY.md", ""
+
+    def promotion_targets(self, rel: str, buffers: dict[str, str] | None = None) -> list[str]:
+        """``##`` sections of MEMORY.md a line of ``rel`` may be promoted to (only from dated notes)."""
+        memory_file = self.workspace.classify(rel)
+        if memory_file is None or memory_file.kind not in (FileKind.DAILY, FileKind.SNAPSHOT):
+            return []
+        _, text = self.memory_file_text(buffers)
+        return [s.title for s in memory_edits.sections(text)] or [""]
+
+    def promote(
+        self, text: str, first_line: int, last_line: int, section: str, buffers: dict[str, str] | None = None
+    ) -> memory_edits.TextEdit:
+        """The edit adding lines ``first_line..last_line`` (0-based) of ``text`` to ``## section``."""
+        memory_path, memory_text = self.memory_file_text(buffers)
+        lines = memory_edits.selected_lines(text, first_line, last_line)
+        return memory_edits.promote_edit(memory_path, memory_text, section, lines)
+
+    # -- Git -----------------------------------------------------------------------------------------
+    def commit(
+        self, *, message: str | None = None, force: bool = False, init_repo: bool = False
+    ) -> CommitResult:
+        return self.repo.commit(message=message, force=force, init_repo=init_repo)
+
+    def history(self, rel: str, line: int | None = None) -> list[HistoryEntry]:
+        self.workspace.resolve_memory_path(rel)  # raises WorkspacePathError for anything else
+        return self.repo.history(rel, line)

@@ -1,0 +1,268 @@
+"""Memory hygiene: problems in memory files, computed from text (and index vectors) alone.
+
+Pure functions: no I/O, no index access, no editor types. Ranges are 0-based lines with UTF-16 columns
+(what editors use); :class:`Problem` carries what a front end needs to show and fix each one.
+
+Checks:
+- ``secret``: a secret in the text (rule id as code; see :mod:`mnemo.secrets`);
+- ``injection-budget``: MEMORY.md lines that would be cut when it is injected into a session;
+- ``near-duplicate``: a chunk whose embedding is within ``threshold`` cosine of a chunk in another file;
+- ``broken-link``: ``[text](memory/x.md)`` or ``[[x]]`` pointing at a memory file that does not exist.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Sequence, Set
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mnemo.secrets import SecretFinding, scan_text, utf16_col
+
+MEMORY_FILES = ("MEMORY.md", "memory.md")
+MIN_DUPLICATE_CHARS = 40
+"""Chunks shorter than this (a lone heading, one word) are never reported as duplicates."""
+
+Position = tuple[int, int]  # (0-based line, UTF-16 column)
+
+
+@dataclass(frozen=True)
+class Related:
+    path: str
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    message: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str  # secret | injection-budget | near-duplicate | broken-link
+    code: str
+    message: str
+    severity: str  # error | warning | information | hint
+    start: Position
+    end: Position
+    related: tuple[Related, ...] = ()
+    data: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class ChunkVector:
+    path: str
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    heading: str
+    text: str
+    vector: np.ndarray
+
+
+def _lines(text: str) -> list[str]:
+    return text.split("\n")
+
+
+def _end_of(lines: Sequence[str], line: int) -> Position:
+    return line, utf16_col(lines[line], len(lines[line]))
+
+
+# -- secrets ---------------------------------------------------------------------------------------
+def secret_problems(text: str, findings: Sequence[SecretFinding] | None = None) -> list[Problem]:
+    lines = _lines(text)
+    out = []
+    for f in scan_text(text) if findings is None else findings:
+        out.append(
+            Problem(
+                kind="secret",
+                code=f.rule_id,
+                message=f"possible secret ({f.description}): {f.preview}",
+                severity="error",
+                start=(f.line, utf16_col(lines[f.line], f.start_col)),
+                end=(f.end_line, utf16_col(lines[f.end_line], f.end_col)),
+                data={"start": f.start, "end": f.end, "ruleId": f.rule_id},
+            )
+        )
+    return out
+
+
+# -- injection budget ------------------------------------------------------------------------------
+def injected_line_count(text: str, budget_chars: int) -> int:
+    """How many whole lines of ``text`` fit in ``budget_chars`` (each line counts its newline).
+
+    This is the truncation rule for injecting MEMORY.md: whole lines are kept while they fit."""
+    used = 0
+    lines = _lines(text)
+    for i, line in enumerate(lines):
+        used += len(line) + (1 if i < len(lines) - 1 else 0)
+        if used > budget_chars:
+            return i
+    return len(lines)
+
+
+def budget_problems(path: str, text: str, budget_chars: int) -> list[Problem]:
+    if path not in MEMORY_FILES:
+        return []
+    lines = _lines(text)
+    kept = injected_line_count(text, budget_chars)
+    last = len(lines) - 1
+    while last >= kept and not lines[last].strip():
+        last -= 1  # trailing blank lines are not content lost
+    if last < kept:
+        return []
+    return [
+        Problem(
+            kind="injection-budget",
+            code="injection-budget",
+            message=(
+                f"{path} is {len(text)} characters, over the injection budget of {budget_chars} "
+                f"(memory.injection_budget_chars): lines {kept + 1}-{last + 1} are not injected"
+            ),
+            severity="warning",
+            start=(kept, 0),
+            end=_end_of(lines, last),
+            data={"firstCutLine": kept + 1, "lastLine": last + 1},
+        )
+    ]
+
+
+# -- near-duplicates -------------------------------------------------------------------------------
+def duplicate_problems(
+    path: str, own: Sequence[ChunkVector], others: Sequence[ChunkVector], threshold: float, text: str
+) -> list[Problem]:
+    """Chunks of ``path`` whose nearest chunk in another file has cosine >= ``threshold``."""
+    mine = [c for c in own if len(c.text.strip()) >= MIN_DUPLICATE_CHARS]
+    theirs = [c for c in others if c.path != path and len(c.text.strip()) >= MIN_DUPLICATE_CHARS]
+    if not mine or not theirs:
+        return []
+    a = _normalised(np.stack([c.vector for c in mine]))
+    b = _normalised(np.stack([c.vector for c in theirs]))
+    sims = a @ b.T
+    lines = _lines(text)
+    out = []
+    for i, chunk in enumerate(mine):
+        j = int(np.argmax(sims[i]))
+        sim = float(sims[i, j])
+        if sim < threshold or chunk.end_line > len(lines):
+            continue
+        other = theirs[j]
+        where = f"{other.path}#L{other.start_line}-L{other.end_line}"
+        out.append(
+            Problem(
+                kind="near-duplicate",
+                code="near-duplicate",
+                message=f"near-duplicate of {where} (similarity {sim:.2f})",
+                severity="information",
+                start=(chunk.start_line - 1, 0),
+                end=_end_of(lines, chunk.end_line - 1),
+                related=(Related(other.path, other.start_line, other.end_line, "the other copy"),),
+                data={
+                    "otherPath": other.path,
+                    "otherStartLine": other.start_line,
+                    "otherEndLine": other.end_line,
+                    "startLine": chunk.start_line,
+                    "endLine": chunk.end_line,
+                    "similarity": round(sim, 4),
+                },
+            )
+        )
+    return out
+
+
+def _normalised(m: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return np.asarray(m / np.where(norms == 0, 1, norms), dtype=np.float32)
+
+
+# -- links -----------------------------------------------------------------------------------------
+_MD_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_WIKI_LINK = re.compile(r"\[\[([^\]\n|#]+)(?:#[^\]\n|]*)?(?:\|[^\]\n]*)?\]\]")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+def resolve_link(path: str, target: str, known: Set[str]) -> str | None:
+    """The workspace path a Markdown link points at, when it is a memory file link; else None."""
+    target = target.split("#", 1)[0].split("?", 1)[0]
+    if not target.lower().endswith(".md") or _SCHEME.match(target) or target.startswith("/"):
+        return None
+    from urllib.parse import unquote
+
+    target = unquote(target)
+    here = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    from_root = posixpath.normpath(target)
+    for candidate in (here, from_root):
+        if candidate in known:
+            return candidate
+    return here
+
+
+def resolve_wikilink(name: str, known: Set[str]) -> str | None:
+    """The memory file a ``[[name]]`` link means (by path or by file name), or None when none exists."""
+    name = name.strip()
+    stem = name[:-3] if name.lower().endswith(".md") else name
+    for candidate in (f"{stem}.md", f"memory/{stem}.md", f"skills/{stem}/SKILL.md"):
+        if candidate in known:
+            return candidate
+    for candidate in known:
+        if posixpath.basename(candidate)[:-3] == posixpath.basename(stem):
+            return candidate
+    return None
+
+
+def link_problems(path: str, text: str, known: Set[str]) -> list[Problem]:
+    """Links to memory files that do not exist (``known``: every memory file in the workspace)."""
+    out = []
+    fence: str | None = None
+    for n, line in enumerate(_lines(text)):
+        marker = _FENCE.match(line)
+        if marker:
+            if fence is None:
+                fence = marker.group(1)[0] * 3
+            elif marker.group(1).startswith(fence):
+                fence = None
+            continue
+        if fence is not None or "[" not in line:
+            continue
+        for m in _MD_LINK.finditer(line):
+            resolved = resolve_link(path, m.group(1), known)
+            if resolved is not None and resolved not in known:
+                out.append(_broken(n, line, m.start(1), m.end(1), m.group(1), resolved))
+        for m in _WIKI_LINK.finditer(line):
+            if resolve_wikilink(m.group(1), known) is None:
+                out.append(_broken(n, line, m.start(1), m.end(1), m.group(1), None))
+    return out
+
+
+def _broken(n: int, line: str, start: int, end: int, target: str, resolved: str | None) -> Problem:
+    where = f" ({resolved})" if resolved and resolved != target else ""
+    return Problem(
+        kind="broken-link",
+        code="broken-link",
+        message=f"link to a memory file that does not exist: {target}{where}",
+        severity="warning",
+        start=(n, utf16_col(line, start)),
+        end=(n, utf16_col(line, end)),
+        data={"target": target},
+    )
+
+
+# -- everything --------------------------------------------------------------------------------------
+def file_problems(
+    path: str,
+    text: str,
+    *,
+    known: Set[str],
+    budget_chars: int,
+    own_vectors: Sequence[ChunkVector] = (),
+    other_vectors: Sequence[ChunkVector] = (),
+    duplicate_threshold: float = 1.01,
+) -> list[Problem]:
+    """All problems of one memory file, sorted by position."""
+    problems = [
+        *secret_problems(text),
+        *budget_problems(path, text, budget_chars),
+        *link_problems(path, text, known),
+        *duplicate_problems(path, own_vectors, other_vectors, duplicate_threshold, text),
+    ]
+    return sorted(problems, key=lambda p: (p.start, p.kind))

@@ -1,0 +1,51 @@
+"""mnemo/commit and mnemo/history (and the same as commands): params in, one core call, result out."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pygls.exceptions import JsonRpcInvalidParams
+
+from mnemo.lsp import protocol
+from mnemo.lsp.server import MnemoLanguageServer
+from mnemo.vcs import SecretsInCommit, VcsError
+from mnemo.workspace.layout import WorkspacePathError
+
+
+async def commit(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+    p = protocol.CommitParams.parse(params)
+    try:
+        result = await asyncio.to_thread(
+            ls.core.editor.commit, message=p.message, force=p.force, init_repo=p.init_repo
+        )
+    except SecretsInCommit as exc:
+        findings = [{"path": path, "line": line, "rule": rule} for path, line, rule in exc.findings]
+        raise protocol.RequestFailed(str(exc), data={"secrets": findings}) from exc
+    except VcsError as exc:
+        raise protocol.RequestFailed(str(exc)) from exc
+    return result.as_dict()
+
+
+async def history(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+    p = protocol.HistoryParams.parse(params)
+    try:
+        entries = await asyncio.to_thread(ls.core.editor.history, p.path, p.line)
+    except WorkspacePathError as exc:
+        raise JsonRpcInvalidParams(str(exc)) from exc
+    except VcsError as exc:
+        raise protocol.RequestFailed(str(exc)) from exc
+    return {"path": p.path, "line": p.line, "entries": [e.as_dict() for e in entries]}
+
+
+def register(server: MnemoLanguageServer) -> None:
+    server.feature(protocol.COMMIT)(commit)
+    server.feature(protocol.HISTORY)(history)
+
+    @server.command(protocol.CMD_COMMIT)
+    async def commit_command(ls: MnemoLanguageServer, *args: Any) -> dict[str, Any]:
+        return await commit(ls, args[0] if args else {})
+
+    @server.command(protocol.CMD_HISTORY)
+    async def history_command(ls: MnemoLanguageServer, *args: Any) -> dict[str, Any]:
+        return await history(ls, args[0] if args else {})
