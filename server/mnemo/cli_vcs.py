@@ -1,0 +1,59 @@
+"""``mnemo commit`` and ``mnemo log``: Git for memory files, a thin front on :mod:`mnemo.vcs`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from mnemo.vcs import MemoryRepo
+
+
+def _repo(args: argparse.Namespace) -> MemoryRepo:
+    from mnemo.config import load_settings
+    from mnemo.workspace.layout import Workspace
+
+    root = args.workspace.resolve()
+    settings, problems = load_settings(root)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    workspace = Workspace(
+        root,
+        ignore=[*settings.index.ignore, settings.index.dir],
+        extra_paths=settings.index.extra_paths,
+        include_sessions=settings.memory.commit_sessions,
+    )
+    return MemoryRepo(workspace, include_sessions=settings.memory.commit_sessions)
+
+
+def cmd_commit(args: argparse.Namespace) -> int:
+    result = _repo(args).commit(message=args.message, force=args.force, init_repo=args.init)
+    print(f"[{result.sha[:10]}] {result.message.rstrip()}")
+    return 0
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    repo = _repo(args)
+    repo.workspace.resolve_memory_path(args.path)
+    for entry in repo.history(args.path, args.line):
+        print(f"{entry.sha[:10]} {entry.date[:10]} {entry.author}: {entry.subject}")
+    return 0
+
+
+def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
+    p = sub.add_parser(
+        "commit",
+        help="commit memory files (MEMORY.md, memory/, skills/) with a message listing changed sections",
+    )
+    add_common(p)
+    p.add_argument("-m", "--message", help="subject line (the summary of changes follows it)")
+    p.add_argument("--force", action="store_true", help="commit even when a file holds a secret")
+    p.add_argument("--init", action="store_true", help="create a Git repository when there is none")
+    p.set_defaults(run=cmd_commit)
+
+    p = sub.add_parser("log", help="Git history of a memory file, or of one line of it")
+    add_common(p)
+    p.add_argument("path", help="workspace path, e.g. MEMORY.md")
+    p.add_argument("--line", type=int, help="only commits that changed this 1-based line")
+    p.set_defaults(run=cmd_log)
