@@ -153,7 +153,8 @@ def child(args: argparse.Namespace) -> int:
                 if not prose:
                     continue
                 marker = EDIT_MARKERS[lang][k % len(EDIT_MARKERS[lang])].format(k=f"{how}{k}")
-                lines[rng.choice(prose)] = marker + (". " if lang == "en" else "。") + "Edited paragraph."
+                at = rng.choice(prose)
+                lines[at] = marker + (". " if lang == "en" else "。") + "Edited paragraph."
                 text = "\n".join(lines) + "\n"
                 t = time.perf_counter()
                 if how == "buffer":
@@ -163,7 +164,7 @@ def child(args: argparse.Namespace) -> int:
                     memory.sync()
                 out = memory.search(marker, max_results=6, min_score=0.0)
                 elapsed = (time.perf_counter() - t) * 1000
-                ok = any(h.path == rel and marker.split()[0] in h.snippet for h in out.results)
+                ok = any(h.path == rel and h.start_line <= at + 1 <= h.end_line for h in out.results)
                 edit_ok.append(ok)
                 (buffer_ms if how == "buffer" else disk_ms).append(elapsed)
         res["edit_buffer_ms"] = statistics.median(buffer_ms) if buffer_ms else float("nan")

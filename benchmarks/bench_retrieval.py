@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(x) for x in args.target_tokens.split(",") if x]
     hybrid_sizes = [int(x) for x in args.hybrid_target_tokens.split(",") if x] or sizes
     m = machine()
-    rows = []
+    rows: list[dict[str, object]] = []
+    name = args.name or f"retrieval-{ds.name}"
     for mode in [x.strip() for x in args.modes.split(",") if x.strip()]:
         for tt in hybrid_sizes if mode == "hybrid" else sizes:
             print(f"{ds.name}: {mode}, target_tokens={tt}, {len(queries)} queries ...", file=sys.stderr)
@@ -236,7 +237,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"index {r['index_seconds']}s, search {r['search_seconds']}s",
                 file=sys.stderr,
             )
-    name = args.name or f"retrieval-{ds.name}"
+            report(name, ds, queries, rows, m)  # after every run, so a stopped run keeps what it measured
+    return 0
+
+
+def report(
+    name: str, ds: Dataset, queries: list[tuple[str, str]], rows: list[dict[str, object]], m: dict
+) -> None:
     table = md_table(
         [
             "mode",
@@ -269,7 +276,6 @@ def main(argv: list[str] | None = None) -> int:
         f"{machine_line(m)}\nCommand: `{command_line()}`\n"
     )
     write_outputs(name, {"machine": m, "command": command_line(), "results": rows}, md)
-    return 0
 
 
 def write_outputs(name: str, data: dict[str, object], md: str) -> None:
