@@ -1,0 +1,366 @@
+/**
+ * The chat's logic, free of `vscode` so it is unit tested in plain Node: it turns webview messages into
+ * protocol requests, streams `mnemo/chatDelta` into the answer being written, keeps approval cards, and
+ * owns the state the webview renders (the webview can be destroyed and rebuilt at any time).
+ */
+import type { Citation } from "../citations";
+import {
+  APPROVAL_CHOICES,
+  approvalCommandText,
+  Chat,
+  ErrorCodes,
+  Flush,
+  NewSession,
+  ResetSession,
+  ResolveApproval,
+  Sessions,
+  type ApprovalChoice,
+  type ApprovalRequestParams,
+  type ApprovalResponse,
+  type ChatDelta,
+  type Req,
+} from "../protocol";
+import type { ChatMessage, ChatState, FromWebview, ToWebview } from "./messages";
+
+/** What the controller needs from the outside world (the language client and the editor). */
+export interface ChatBackend {
+  request<P, R>(type: Req<P, R>, params: P, signal?: AbortSignal): Promise<R>;
+  openCitation(citation: Citation): Promise<void>;
+  openLink(href: string): Promise<void>;
+  /** Bring the chat view to the front (an approval is waiting). */
+  reveal(): void;
+  log(message: string): void;
+}
+
+interface ActiveTurn {
+  messageId: string;
+  sessionId?: string;
+  requestId?: string;
+  abort: AbortController;
+}
+
+interface PendingApproval {
+  resolve: (response: ApprovalResponse) => void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+/** The JSON-RPC error code of a failed request, if it has one. */
+export function errorCode(error: unknown): number | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "number" ? code : undefined;
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export function isCancellation(error: unknown): boolean {
+  return (
+    errorCode(error) === ErrorCodes.RequestCancelled ||
+    (error instanceof Error && (error.name === "AbortError" || error.name === "Canceled"))
+  );
+}
+
+export class ChatController {
+  private readonly transcripts = new Map<string, ChatMessage[]>();
+  private readonly state: ChatState = { sessions: [], messages: [], approvals: [], busy: false, unsupported: [] };
+  private readonly pending = new Map<string, PendingApproval>();
+  private active: ActiveTurn | undefined;
+  private post: ((message: ToWebview) => void) | undefined;
+  private nextId = 1;
+
+  constructor(
+    private readonly backend: ChatBackend,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.transcripts.set("", this.state.messages);
+  }
+
+  /** Attach (or detach, with undefined) the webview; a new one is sent the whole state. */
+  attach(post: ((message: ToWebview) => void) | undefined): void {
+    this.post = post;
+    this.pushState();
+  }
+
+  get snapshot(): Readonly<ChatState> {
+    return this.state;
+  }
+
+  get sessionId(): string | undefined {
+    return this.state.sessionId;
+  }
+
+  async handle(message: FromWebview): Promise<void> {
+    switch (message.type) {
+      case "ready":
+        this.pushState();
+        void this.refreshSessions();
+        return;
+      case "send":
+        return this.send(message.text);
+      case "stop":
+        this.stop();
+        return;
+      case "newSession":
+        return this.newSession();
+      case "resetSession":
+        return this.resetSession();
+      case "selectSession":
+        this.selectSession(message.sessionId);
+        return;
+      case "refreshSessions":
+        return this.refreshSessions();
+      case "flush":
+        return this.flush();
+      case "approve":
+        return this.answerApproval(message.id, message.choice);
+      case "openCitation":
+        return this.backend.openCitation(message.citation);
+      case "openLink":
+        return this.backend.openLink(message.href);
+    }
+  }
+
+  // ---- chat -------------------------------------------------------------------------------------
+
+  async send(text: string): Promise<void> {
+    const message = text.trim();
+    if (message === "" || this.active) return;
+    this.add({ role: "user", text: message });
+    const answer = this.add({ role: "assistant", text: "", streaming: true });
+    const turn: ActiveTurn = { messageId: answer.id, sessionId: this.state.sessionId, abort: new AbortController() };
+    this.active = turn;
+    this.state.busy = true;
+    this.pushState();
+    try {
+      const params = this.state.sessionId ? { sessionId: this.state.sessionId, message } : { message };
+      const result = await this.backend.request(Chat, params, turn.abort.signal);
+      if (result && typeof result.sessionId === "string") this.adoptSession(result.sessionId);
+      // The final answer is authoritative: deltas can be dropped or coalesced on the way.
+      if (result && typeof result.text === "string" && result.text !== "") answer.text = result.text;
+      if (answer.text === "") answer.text = "*(no answer)*";
+    } catch (error) {
+      if (isCancellation(error) || turn.abort.signal.aborted) {
+        answer.text += answer.text ? "\n\n*(stopped)*" : "*(stopped)*";
+      } else {
+        answer.role = "error";
+        answer.text = this.describeError(Chat.method, error);
+      }
+    } finally {
+      answer.streaming = false;
+      this.active = undefined;
+      this.state.busy = false;
+      this.pushState();
+    }
+    void this.refreshSessions();
+  }
+
+  stop(): void {
+    this.active?.abort.abort();
+  }
+
+  /** A `mnemo/chatDelta` notification. Deltas for a turn we are not waiting on are ignored. */
+  onDelta(delta: ChatDelta): void {
+    const turn = this.active;
+    if (!turn || typeof delta?.delta !== "string") return;
+    if (turn.sessionId !== undefined && delta.sessionId !== turn.sessionId) return;
+    if (turn.requestId !== undefined && delta.requestId !== undefined && delta.requestId !== turn.requestId) return;
+    if (turn.sessionId === undefined && typeof delta.sessionId === "string") {
+      turn.sessionId = delta.sessionId;
+      this.adoptSession(delta.sessionId);
+    }
+    if (turn.requestId === undefined && typeof delta.requestId === "string") turn.requestId = delta.requestId;
+    const message = this.state.messages.find((m) => m.id === turn.messageId);
+    if (!message) return;
+    message.text += delta.delta;
+    this.post?.({ type: "delta", messageId: message.id, text: message.text });
+  }
+
+  // ---- sessions ---------------------------------------------------------------------------------
+
+  async refreshSessions(): Promise<void> {
+    if (this.state.unsupported.includes(Sessions.method)) return;
+    try {
+      const result = await this.backend.request(Sessions, {});
+      this.state.sessions = Array.isArray(result?.sessions) ? result.sessions : [];
+      this.pushState();
+    } catch (error) {
+      this.noteUnsupported(Sessions.method, error);
+    }
+  }
+
+  async newSession(): Promise<void> {
+    if (this.active) return;
+    try {
+      const result = await this.backend.request(NewSession, {});
+      this.switchTo(result.sessionId);
+    } catch (error) {
+      if (errorCode(error) !== ErrorCodes.MethodNotFound) {
+        this.add({ role: "error", text: this.describeError(NewSession.method, error) });
+        this.pushState();
+        return;
+      }
+      // No mnemo/newSession: the server opens a session with the next message that names none.
+      this.noteUnsupported(NewSession.method, error);
+      this.switchTo(undefined);
+    }
+    void this.refreshSessions();
+  }
+
+  async resetSession(): Promise<void> {
+    const sessionId = this.state.sessionId;
+    if (this.active || !sessionId) return;
+    try {
+      await this.backend.request(ResetSession, { sessionId });
+      this.state.messages.splice(0);
+      this.add({ role: "note", text: "Session reset." });
+    } catch (error) {
+      this.add({ role: "error", text: this.describeError(ResetSession.method, error) });
+    }
+    this.pushState();
+  }
+
+  selectSession(sessionId: string): void {
+    if (this.active || sessionId === this.state.sessionId) return;
+    this.switchTo(sessionId);
+  }
+
+  async flush(): Promise<void> {
+    try {
+      const result = await this.backend.request(Flush, this.state.sessionId ? { sessionId: this.state.sessionId } : {});
+      this.add({ role: "note", text: `Memory flushed. ${summarize(result)}`.trim() });
+    } catch (error) {
+      this.add({ role: "error", text: this.describeError(Flush.method, error) });
+    }
+    this.pushState();
+  }
+
+  // ---- approvals --------------------------------------------------------------------------------
+
+  /** The server asks (`mnemo/approvalRequest`); the promise settles with the user's choice. */
+  requestApproval(params: ApprovalRequestParams, signal?: AbortSignal): Promise<ApprovalResponse> {
+    return new Promise<ApprovalResponse>((resolve) => {
+      const seconds = typeof params.expiresInS === "number" ? params.expiresInS : params.timeoutS;
+      const timeoutMs = Math.max(0, (Number.isFinite(seconds) ? seconds : 60) * 1000);
+      const card = {
+        request: params,
+        command: approvalCommandText(params),
+        expiresAt: this.now() + timeoutMs,
+      };
+      this.state.approvals = this.state.approvals.filter((c) => c.request.id !== params.id).concat(card);
+      // At the timeout the server denies on its own; we answer deny too so the request does not linger.
+      const timer = setTimeout(() => this.settle(params.id, "deny", "expired"), timeoutMs);
+      this.pending.set(params.id, { resolve, timer });
+      signal?.addEventListener("abort", () => this.settle(params.id, "deny", "expired"));
+      this.backend.reveal();
+      this.pushState();
+    });
+  }
+
+  /** A pending approval the client learnt of without a request to answer (e.g. `mnemo/approvals`). */
+  showApproval(params: ApprovalRequestParams): void {
+    if (this.state.approvals.some((c) => c.request.id === params.id)) return;
+    const seconds = typeof params.expiresInS === "number" ? params.expiresInS : params.timeoutS;
+    this.state.approvals.push({
+      request: params,
+      command: approvalCommandText(params),
+      expiresAt: this.now() + Math.max(0, seconds * 1000),
+    });
+    this.backend.reveal();
+    this.pushState();
+  }
+
+  async answerApproval(id: string, choice: ApprovalChoice): Promise<void> {
+    if (!APPROVAL_CHOICES.includes(choice)) return;
+    const card = this.state.approvals.find((c) => c.request.id === id);
+    if (!card || card.resolved) return;
+    if (this.pending.has(id)) {
+      this.settle(id, choice, choice);
+      return;
+    }
+    try {
+      await this.backend.request(ResolveApproval, { id, choice });
+      card.resolved = choice;
+    } catch (error) {
+      this.add({ role: "error", text: this.describeError(ResolveApproval.method, error) });
+    }
+    this.pushState();
+  }
+
+  private settle(id: string, choice: ApprovalChoice, shown: ApprovalChoice | "expired"): void {
+    const pending = this.pending.get(id);
+    if (!pending) return;
+    this.pending.delete(id);
+    clearTimeout(pending.timer);
+    const card = this.state.approvals.find((c) => c.request.id === id);
+    if (card) card.resolved = shown;
+    pending.resolve({ choice });
+    this.pushState();
+  }
+
+  /** Deny whatever is still pending (the extension is shutting down). */
+  dispose(): void {
+    this.stop();
+    for (const id of [...this.pending.keys()]) this.settle(id, "deny", "expired");
+    this.post = undefined;
+  }
+
+  // ---- helpers ----------------------------------------------------------------------------------
+
+  private adoptSession(sessionId: string): void {
+    if (this.state.sessionId === sessionId) return;
+    const current = this.state.messages;
+    this.transcripts.delete(this.state.sessionId ?? "");
+    this.transcripts.set(sessionId, current);
+    this.state.sessionId = sessionId;
+  }
+
+  private switchTo(sessionId: string | undefined): void {
+    this.state.sessionId = sessionId;
+    const key = sessionId ?? "";
+    let messages = this.transcripts.get(key);
+    if (!messages || sessionId === undefined) {
+      messages = [];
+      this.transcripts.set(key, messages);
+    }
+    this.state.messages = messages;
+    this.pushState();
+  }
+
+  private add(message: Omit<ChatMessage, "id">): ChatMessage {
+    const full: ChatMessage = { id: `m${this.nextId++}`, ...message };
+    this.state.messages.push(full);
+    return full;
+  }
+
+  private noteUnsupported(method: string, error: unknown): void {
+    if (errorCode(error) === ErrorCodes.MethodNotFound) {
+      if (!this.state.unsupported.includes(method)) this.state.unsupported.push(method);
+      this.pushState();
+    } else {
+      this.backend.log(`${method} failed: ${errorMessage(error)}`);
+    }
+  }
+
+  private describeError(method: string, error: unknown): string {
+    if (errorCode(error) === ErrorCodes.MethodNotFound) {
+      this.noteUnsupported(method, error);
+      return `This mnemo server does not implement \`${method}\` yet. Update mnemo (\`make install\`).`;
+    }
+    return `\`${method}\` failed: ${errorMessage(error)}`;
+  }
+
+  private pushState(): void {
+    this.post?.({ type: "state", state: this.state });
+  }
+}
+
+/** A short, human summary of a result object (`{flushed: 3, path: "memory/x.md"}` -> `flushed: 3, ...`). */
+export function summarize(result: unknown): string {
+  if (typeof result === "string") return result;
+  if (result === null || typeof result !== "object") return JSON.stringify(result) ?? "";
+  return Object.entries(result as Record<string, unknown>)
+    .filter(([, v]) => v !== null && v !== undefined && typeof v !== "object")
+    .map(([k, v]) => `${k}: ${String(v)}`)
+    .join(", ");
+}

@@ -1,0 +1,95 @@
+/**
+ * The typed message contract between the chat webview and the extension. Both sides import this file;
+ * `isFromWebview` validates what arrives from the webview (it is untrusted input to the extension).
+ */
+import type { ApprovalChoice, ApprovalRequestParams, SessionInfo } from "../protocol";
+import type { Citation } from "../citations";
+
+export type Role = "user" | "assistant" | "note" | "error";
+
+export interface ChatMessage {
+  id: string;
+  role: Role;
+  text: string;
+  /** true while deltas are still arriving */
+  streaming?: boolean;
+}
+
+export interface ApprovalCard {
+  request: ApprovalRequestParams;
+  /** the exact command line or summary shown to the user */
+  command: string;
+  /** epoch ms when the server denies it by itself */
+  expiresAt: number;
+  resolved?: ApprovalChoice | "expired";
+}
+
+export interface ChatState {
+  sessionId?: string;
+  sessions: SessionInfo[];
+  messages: ChatMessage[];
+  approvals: ApprovalCard[];
+  busy: boolean;
+  /** methods the server said it does not implement (shown, never faked) */
+  unsupported: string[];
+}
+
+/** extension -> webview */
+export type ToWebview =
+  | { type: "state"; state: ChatState }
+  | { type: "delta"; messageId: string; text: string }
+  | { type: "focusInput" };
+
+/** webview -> extension */
+export type FromWebview =
+  | { type: "ready" }
+  | { type: "send"; text: string }
+  | { type: "stop" }
+  | { type: "newSession" }
+  | { type: "resetSession" }
+  | { type: "selectSession"; sessionId: string }
+  | { type: "refreshSessions" }
+  | { type: "flush" }
+  | { type: "approve"; id: string; choice: ApprovalChoice }
+  | { type: "openCitation"; citation: Citation }
+  | { type: "openLink"; href: string };
+
+const CHOICES = new Set(["allow_once", "always", "deny"]);
+
+function isStr(v: unknown): v is string {
+  return typeof v === "string";
+}
+
+export function isFromWebview(value: unknown): value is FromWebview {
+  if (typeof value !== "object" || value === null) return false;
+  const m = value as Record<string, unknown>;
+  switch (m.type) {
+    case "ready":
+    case "stop":
+    case "newSession":
+    case "resetSession":
+    case "refreshSessions":
+    case "flush":
+      return true;
+    case "send":
+      return isStr(m.text);
+    case "selectSession":
+      return isStr(m.sessionId);
+    case "approve":
+      return isStr(m.id) && isStr(m.choice) && CHOICES.has(m.choice);
+    case "openCitation": {
+      const c = m.citation as Record<string, unknown> | null;
+      return (
+        typeof c === "object" &&
+        c !== null &&
+        isStr(c.path) &&
+        Number.isInteger(c.startLine) &&
+        Number.isInteger(c.endLine)
+      );
+    }
+    case "openLink":
+      return isStr(m.href);
+    default:
+      return false;
+  }
+}

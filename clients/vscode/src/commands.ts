@@ -1,0 +1,143 @@
+/** The palette commands. Each is one request to the server and a way to show its answer. */
+import * as vscode from "vscode";
+import type { MnemoClient } from "./client";
+import type { ChatController } from "./chat/controller";
+import { errorCode, errorMessage, summarize } from "./chat/controller";
+import type { ChatViewProvider } from "./chat/view";
+import { openAtLines } from "./open";
+import { Commit, ErrorCodes, Flush, MemorySearch, Status, type SearchHit } from "./protocol";
+
+interface HitItem extends vscode.QuickPickItem {
+  hit?: SearchHit;
+}
+
+export const SEARCH_DEBOUNCE_MS = 200;
+
+function failure(method: string, error: unknown): string {
+  return errorCode(error) === ErrorCodes.MethodNotFound
+    ? `mnemo: this server does not implement ${method} yet; update mnemo (make install).`
+    : `mnemo: ${method} failed: ${errorMessage(error)}`;
+}
+
+export function hitItem(hit: SearchHit): HitItem {
+  const snippet = hit.snippet.replace(/\s+/g, " ").trim();
+  return {
+    label: hit.heading || hit.path,
+    description: `${hit.citation}  ·  ${hit.score.toFixed(3)}`,
+    detail: snippet.length > 200 ? `${snippet.slice(0, 199)}…` : snippet,
+    hit,
+  };
+}
+
+function searchMemory(client: MnemoClient): void {
+  const pick = vscode.window.createQuickPick<HitItem>();
+  pick.title = "mnemo: search memory";
+  pick.placeholder = "What are you looking for? (any language)";
+  pick.matchOnDescription = true;
+  pick.matchOnDetail = true;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let inflight: AbortController | undefined;
+  const run = async (query: string): Promise<void> => {
+    inflight?.abort();
+    if (!query.trim()) {
+      pick.items = [];
+      pick.busy = false;
+      return;
+    }
+    const abort = new AbortController();
+    inflight = abort;
+    pick.busy = true;
+    try {
+      const result = await client.request(MemorySearch, { query, maxResults: 20 }, abort.signal);
+      if (abort.signal.aborted) return;
+      const items: HitItem[] = result.results.map(hitItem);
+      // The filter would hide semantic hits that do not contain the typed words.
+      items.forEach((item) => (item.alwaysShow = true));
+      if (items.length === 0) items.push({ label: "No results", description: result.notes.join(" "), alwaysShow: true });
+      pick.items = items;
+    } catch (error) {
+      if (!abort.signal.aborted) pick.items = [{ label: failure(MemorySearch.method, error), alwaysShow: true }];
+    } finally {
+      if (inflight === abort) pick.busy = false;
+    }
+  };
+  pick.onDidChangeValue((value) => {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(() => void run(value), SEARCH_DEBOUNCE_MS);
+  });
+  pick.onDidAccept(() => {
+    const hit = pick.selectedItems[0]?.hit;
+    if (!hit) return;
+    pick.hide();
+    void openAtLines(client.workspaceRoot(), { path: hit.path, startLine: hit.startLine, endLine: hit.endLine });
+  });
+  pick.onDidHide(() => {
+    inflight?.abort();
+    if (timer) clearTimeout(timer);
+    pick.dispose();
+  });
+  pick.show();
+}
+
+async function commitMemory(client: MnemoClient): Promise<void> {
+  const message = await vscode.window.showInputBox({
+    title: "mnemo: commit memory",
+    prompt: "Commit message (empty: let mnemo write one)",
+    placeHolder: "memory: …",
+  });
+  if (message === undefined) return;
+  try {
+    const result = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: "mnemo: committing memory" },
+      () => client.request(Commit, message.trim() ? { message: message.trim() } : {}),
+    );
+    const text = summarize(result);
+    void vscode.window.showInformationMessage(`mnemo: memory committed${text ? ` (${text})` : ""}.`);
+  } catch (error) {
+    void vscode.window.showErrorMessage(failure(Commit.method, error));
+  }
+}
+
+async function flushMemory(client: MnemoClient, chat: ChatController): Promise<void> {
+  try {
+    const sessionId = chat.sessionId;
+    const result = await client.request(Flush, sessionId ? { sessionId } : {});
+    const text = summarize(result);
+    void vscode.window.showInformationMessage(`mnemo: memory flushed${text ? ` (${text})` : ""}.`);
+  } catch (error) {
+    void vscode.window.showErrorMessage(failure(Flush.method, error));
+  }
+}
+
+async function showStatus(client: MnemoClient): Promise<void> {
+  try {
+    const status = await client.request(Status, {});
+    client.output.appendLine(JSON.stringify(status, null, 2));
+    const problems = status.configProblems.length + status.fileProblems.length;
+    const pick = await vscode.window.showInformationMessage(
+      `mnemo: index ${status.state}${status.message ? ` (${status.message})` : ""}: ${status.files} file(s), ` +
+        `${status.chunks} chunk(s), ${status.mode} search${problems ? `, ${problems} problem(s)` : ""}.`,
+      "Show details",
+      "Reindex",
+    );
+    if (pick === "Show details") client.output.show();
+    if (pick === "Reindex") await vscode.commands.executeCommand("mnemo.reindex");
+  } catch (error) {
+    void vscode.window.showErrorMessage(failure(Status.method, error));
+  }
+}
+
+export function registerCommands(client: MnemoClient, chat: ChatController, view: ChatViewProvider): vscode.Disposable[] {
+  return [
+    vscode.commands.registerCommand("mnemo.searchMemory", () => searchMemory(client)),
+    vscode.commands.registerCommand("mnemo.commitMemory", () => commitMemory(client)),
+    vscode.commands.registerCommand("mnemo.flushMemory", () => flushMemory(client, chat)),
+    vscode.commands.registerCommand("mnemo.newSession", async () => {
+      view.reveal();
+      await chat.newSession();
+    }),
+    vscode.commands.registerCommand("mnemo.openChat", () => view.reveal()),
+    vscode.commands.registerCommand("mnemo.showStatus", () => showStatus(client)),
+    vscode.commands.registerCommand("mnemo.restartServer", () => client.restart()),
+  ];
+}
