@@ -72,7 +72,9 @@ def test_recall_and_context_pieces(sample_workspace: Path, services_factory: Cal
     assert f"[{reply.citations[0]['citation']}]" in system
 
 
-def test_group_session_never_sees_memory_md(sample_workspace: Path, services_factory: Callable[..., Any]) -> None:
+def test_group_session_never_sees_memory_md(
+    sample_workspace: Path, services_factory: Callable[..., Any]
+) -> None:
     provider = ScriptedProvider(
         ['<tool_call>{"name": "memory_get", "arguments": {"path": "MEMORY.md"}}</tool_call>', "done"]
     )
@@ -97,7 +99,8 @@ def test_exec_without_gate_is_refused_and_with_gate_goes_through_it(
         ok, output, decision = True, "a.txt", "allowed"
 
     class Gate:
-        seen: list[tuple[str, str, dict[str, Any]]] = []
+        def __init__(self) -> None:
+            self.seen: list[tuple[str, str, dict[str, Any]]] = []
 
         def call(self, session: str, tool: str, args: dict[str, Any]) -> Outcome:
             self.seen.append((session, tool, args))
