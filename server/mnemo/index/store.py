@@ -325,7 +325,7 @@ class ChunkStore:
             self.con.executemany("INSERT INTO retrievals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def retrieval_table(self) -> pa.Table:
-        return self.con.execute("SELECT * FROM retrievals").fetch_arrow_table()
+        return self.con.execute("SELECT * FROM retrievals").to_arrow_table()
 
     def restore_retrievals(self, table: pa.Table) -> None:
         """Put back statistics saved from the generation this one replaced."""
@@ -343,7 +343,7 @@ class ChunkStore:
         except (duckdb.Error, OSError):
             return None
         try:
-            return con.execute("SELECT * FROM retrievals").fetch_arrow_table()
+            return con.execute("SELECT * FROM retrievals").to_arrow_table()
         except duckdb.Error:
             return None
         finally:

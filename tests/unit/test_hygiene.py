@@ -1,0 +1,74 @@
+"""Hygiene checks: exact ranges, the injection cut, near-duplicates from vectors, broken links."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mnemo import hygiene, memory_edits
+
+SECRET = "ghp_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cD1fG3hJ5"
+
+
+def test_secret_range_is_utf16() -> None:
+    text = f"# T\n😀 token {SECRET}\n"
+    (p,) = hygiene.secret_problems(text)
+    col = len("😀 token ") + 1  # the emoji is a surrogate pair
+    assert (p.start, p.end, p.code, p.severity) == ((1, col), (1, col + len(SECRET)), "github-pat", "error")
+    assert SECRET not in p.message
+
+
+def test_budget_marks_exactly_the_cut_lines() -> None:
+    text = "# Memory\n" + "".join(f"- fact {i:02d}\n" for i in range(10))  # 9 + 10 x 11 characters
+    assert hygiene.injected_line_count(text, 9 + 3 * 11) == 4
+    (p,) = hygiene.budget_problems("MEMORY.md", text, 9 + 3 * 11)
+    assert p.start == (4, 0) and p.end == (10, len("- fact 09"))
+    assert p.data == {"firstCutLine": 5, "lastLine": 11}
+    assert hygiene.budget_problems("MEMORY.md", text, len(text)) == []
+    assert hygiene.budget_problems("memory/x.md", text, 10) == [], "only MEMORY.md is injected"
+
+
+def test_near_duplicates_across_files_only() -> None:
+    base = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    body = "- The billing service uses PostgreSQL with row-level security."
+    mine = [hygiene.ChunkVector("memory/a.md", 3, 4, "A", "## A\n" + body, base)]
+    theirs = [
+        hygiene.ChunkVector("MEMORY.md", 7, 8, "D", "## D\n" + body, np.array([0.99, 0.1, 0.0], np.float32)),
+        hygiene.ChunkVector(
+            "memory/b.md", 1, 2, "B", "## B\n" + "unrelated text " * 4, np.array([0, 1.0, 0])
+        ),
+    ]
+    text = "# A\n\n## A\n" + body + "\n"
+    (p,) = hygiene.duplicate_problems("memory/a.md", mine, theirs, 0.95, text)
+    assert p.start == (2, 0) and p.end == (3, len(body))
+    assert p.related[0].path == "MEMORY.md" and (p.related[0].start_line, p.related[0].end_line) == (7, 8)
+    assert hygiene.duplicate_problems("memory/a.md", mine, theirs, 0.999, text) == []
+    assert hygiene.duplicate_problems("memory/a.md", mine, mine, 0.5, text) == [], (
+        "same file is not a duplicate"
+    )
+
+
+def test_broken_links_markdown_and_wiki() -> None:
+    known = {"MEMORY.md", "memory/deploy.md", "memory/2026-11-02.md"}
+    text = (
+        "See [deploy](deploy.md), [root](memory/deploy.md), [gone](memory/gone.md), [web](https://x.y/a.md)\n"
+        "[[deploy]] [[2026-11-02|that day]] [[nowhere]]\n```\n[[in code]]\n```\n"
+    )
+    found = hygiene.link_problems("memory/note.md", text, known)
+    assert [(p.start[0], p.data["target"]) for p in found] == [(0, "memory/gone.md"), (1, "nowhere")]
+    line = text.split("\n")[0]
+    assert found[0].start == (0, line.index("memory/gone.md"))
+
+
+def test_file_problems_sorted_and_promote_and_delete_edits() -> None:
+    text = f"# M\n\n## Keys\n- token {SECRET}\n- [x](memory/none.md)\n"
+    kinds = [
+        p.kind for p in hygiene.file_problems("MEMORY.md", text, known={"MEMORY.md"}, budget_chars=10_000)
+    ]
+    assert kinds == ["secret", "broken-link"]
+    memory = "# Memory\n\n## A\n- one\n\n## B\n- two\n"
+    edit = memory_edits.promote_edit("MEMORY.md", memory, "A", ["- new fact", ""])
+    assert (edit.start, edit.new_text) == ((4, 0), "- new fact\n")
+    end = memory_edits.promote_edit("MEMORY.md", memory, "B", ["- last"])
+    assert (end.start, end.new_text) == ((7, 0), "- last\n")
+    assert memory_edits.delete_lines_edit("x.md", "a\nb\nc", 3, 3).start == (1, 1)
+    assert memory_edits.delete_lines_edit("x.md", "a\nb\nc\n", 2, 2).end == (2, 0)

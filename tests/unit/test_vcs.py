@@ -1,0 +1,98 @@
+"""Git for memory: only memory files, section summary, secret refusal, force, init, history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import git
+import pytest
+
+from mnemo.vcs import BlameCache, MemoryRepo, SecretsInCommit, VcsError, describe, parse_porcelain
+from mnemo.workspace.layout import Workspace
+
+SECRET = "ghp_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cD1fG3hJ5"
+
+
+@pytest.fixture(autouse=True)
+def identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(key, "Test")
+    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "test@example.com")
+
+
+def workspace(root: Path, files: dict[str, str]) -> Workspace:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return Workspace(root, ignore=[".mnemo"])
+
+
+def test_describe_sections() -> None:
+    change = describe("# M\n## A\nx\n## B\ny\n", "# M\n## A\nx2\n## C\nz\n", "MEMORY.md")
+    assert (change.status, change.added, change.changed, change.removed) == (
+        "M",
+        ["# M > ## C"],
+        ["# M > ## A"],
+        ["# M > ## B"],
+    )
+
+
+def test_commit_requires_confirmed_init_and_commits_memory_only(tmp_path: Path) -> None:
+    ws = workspace(
+        tmp_path,
+        {
+            "MEMORY.md": "# Memory\n## Prefs\n- tea\n",
+            "memory/2026-11-02.md": "# Day\n",
+            ".mnemo/index.duckdb": "binary",
+            "notes.txt": "not memory",
+            "sessions/s1.jsonl": "{}\n",
+        },
+    )
+    repo = MemoryRepo(ws)
+    with pytest.raises(VcsError, match="not in a Git repository"):
+        repo.commit()
+    result = repo.commit(init_repo=True)
+    g = git.Repo(tmp_path)
+    assert sorted(g.git.ls_files().split()) == ["MEMORY.md", "memory/2026-11-02.md"]
+    assert result.message.startswith("memory: update MEMORY.md, memory/2026-11-02.md (+3 sections)")
+    with pytest.raises(VcsError, match="nothing to commit"):
+        repo.commit()
+    assert MemoryRepo(ws, include_sessions=True).commit().files[0].path == "sessions/s1.jsonl"
+
+
+def test_secret_refusal_lists_file_line_rule_and_force_commits(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, {"MEMORY.md": "# M\n"})
+    git.Repo.init(tmp_path)
+    (tmp_path / "other.txt").write_text("staged by the user\n", encoding="utf-8")
+    git.Repo(tmp_path).git.add("other.txt")
+    repo = MemoryRepo(ws)
+    repo.commit(message="start")
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "k.md").write_text(f"# K\n\n- {SECRET}\n", encoding="utf-8")
+    with pytest.raises(SecretsInCommit) as info:
+        repo.commit()
+    assert info.value.findings == [("memory/k.md", 3, "github-pat")]
+    assert "memory/k.md:3 github-pat" in str(info.value)
+    result = repo.commit(force=True, message="with key")
+    g = git.Repo(tmp_path)
+    assert g.head.commit.hexsha == result.sha
+    assert "other.txt" not in g.git.ls_tree("-r", "--name-only", "HEAD").split(), "user-staged files stay out"
+    # Deleting a memory file is committed too.
+    (tmp_path / "memory" / "k.md").unlink()
+    assert [(f.path, f.status) for f in repo.commit().files] == [("memory/k.md", "D")]
+
+
+def test_history_of_file_and_line_and_blame(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, {"MEMORY.md": "# M\n- a\n- b\n"})
+    repo = MemoryRepo(ws)
+    first = repo.commit(init_repo=True, message="one")
+    (tmp_path / "MEMORY.md").write_text("# M\n- a\n- b2\n", encoding="utf-8")
+    second = repo.commit(message="two")
+    assert [e.sha for e in repo.history("MEMORY.md")] == [second.sha, first.sha]
+    assert [e.sha for e in repo.history("MEMORY.md", 2)] == [first.sha]
+    blame = BlameCache(tmp_path)
+    assert blame.line("MEMORY.md", 3).sha == second.sha  # type: ignore[union-attr]
+    assert blame.line("MEMORY.md", 2).summary == "one"  # type: ignore[union-attr]
+    assert blame.line("MEMORY.md", 99) is None
+    assert parse_porcelain("") == []
