@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -86,10 +87,8 @@ def services_factory() -> Iterator[Callable[..., object]]:
 
     yield make
     for services in reversed(built):
-        try:
+        with contextlib.suppress(Exception):
             services.close()  # type: ignore[attr-defined]
-        except Exception:
-            pass
 
 
 SAMPLE_NOTES: dict[str, str | bytes] = {
@@ -136,7 +135,6 @@ def sample_notes() -> dict[str, str | bytes]:
 @pytest.fixture(scope="session")
 def write_tree() -> Callable[[Path, dict[str, str | bytes]], None]:
     return write_files
-
 
 
 class HashEmbedder:

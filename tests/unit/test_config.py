@@ -24,7 +24,7 @@ def test_good_values_are_read(tmp_path: Path) -> None:
     (tmp_path / "mnemo.toml").write_text(
         '[search]\nmax_results = 3\nmin_score = 0\ndecay = "off"\n'
         '[index]\nextra_paths = ["notes"]\ninclude_sessions = false\n'
-        "[embedding]\nprovider = \"none\"\ntimeout_s = 5\n",
+        '[embedding]\nprovider = "none"\ntimeout_s = 5\n',
         encoding="utf-8",
     )
     settings, problems = load_settings(tmp_path)
@@ -95,7 +95,7 @@ def test_unknown_key_and_section() -> None:
 
 def test_bad_keys_do_not_affect_other_keys(tmp_path: Path) -> None:
     (tmp_path / "mnemo.toml").write_text(
-        "[search]\nmax_results = \"x\"\nmin_score = 0.5\nhalf_life_days = 0\n", encoding="utf-8"
+        '[search]\nmax_results = "x"\nmin_score = 0.5\nhalf_life_days = 0\n', encoding="utf-8"
     )
     settings, problems = load_settings(tmp_path)
     assert sorted(p.key for p in problems) == ["search.half_life_days", "search.max_results"]

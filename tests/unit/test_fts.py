@@ -15,15 +15,48 @@ from mnemo.text.terms import query_terms, terms_string
 IDENTITY = IndexIdentity("none", "none", 0, "test")
 
 # Words with shared porter stems (run/running/runs), CJK bigrams and digits.
-VOCAB = (
-    "run running runs runner database databases postgres index indexing indexed search searching "
-    "memory memories note notes deploy deployed 服务器 数据库 设计 评审 api v2 alpha beta gamma delta "
-    "epsilon zeta eta theta kappa lambda"
-).split()
+VOCAB = [
+    "run",
+    "running",
+    "runs",
+    "runner",
+    "database",
+    "databases",
+    "postgres",
+    "index",
+    "indexing",
+    "indexed",
+    "search",
+    "searching",
+    "memory",
+    "memories",
+    "note",
+    "notes",
+    "deploy",
+    "deployed",
+    "服务器",
+    "数据库",
+    "设计",
+    "评审",
+    "api",
+    "v2",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "kappa",
+    "lambda",
+]
 
 
 def _row(key: str, text: str) -> ChunkRow:
-    return ChunkRow(key, f"memory/{key}.md", "memory", "evergreen", None, 1, 1, "", text, terms_string(text), key)
+    return ChunkRow(
+        key, f"memory/{key}.md", "memory", "evergreen", None, 1, 1, "", text, terms_string(text), key
+    )
 
 
 def _random_text(rng: random.Random) -> str:
@@ -85,9 +118,7 @@ def test_incremental_equals_fresh_build(tmp_path: Path, seed: int) -> None:
             else:
                 doomed = [k for k in current if rng.random() < 0.35]
             ids = [
-                cid
-                for cid, key in live.con.execute("SELECT id, key FROM chunks").fetchall()
-                if key in doomed
+                cid for cid, key in live.con.execute("SELECT id, key FROM chunks").fetchall() if key in doomed
             ]
             with live.transaction():
                 live.delete_chunks(ids)

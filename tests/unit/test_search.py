@@ -11,7 +11,8 @@ from mnemo.services import Services, build_services
 from mnemo.text.terms import index_terms, query_terms
 
 LONG_SECTION = "# Long\n\n" + "\n".join(
-    f"Line {i}: the observability pipeline ships logs to the collector and keeps them for review." for i in range(40)
+    f"Line {i}: the observability pipeline ships logs to the collector and keeps them for review."
+    for i in range(40)
 )
 
 EXTRA_NOTES = {

@@ -1,0 +1,261 @@
+"""Incremental indexing: only changed chunks are re-embedded; bad input is reported, never fatal."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mnemo.config import load_settings
+from mnemo.index import sources
+from mnemo.memory_service import MemoryService
+from mnemo.workspace.layout import Workspace
+
+NOTE = (
+    "# Project\n\n## Alpha\n\nAlpha section talks about apples and orchards.\n\n"
+    "## Beta\n\nBeta section talks about bicycles and gears.\n\n"
+    "## Gamma\n\nGamma section talks about guitars and chords.\n"
+)
+
+
+def _service(root: Path, embedder) -> MemoryService:  # type: ignore[no-untyped-def]
+    settings, problems = load_settings(root)
+    ws = Workspace(root, ignore=[*settings.index.ignore, settings.index.dir])
+    return MemoryService(ws, settings, embedder, problems)
+
+
+def _chunks(memory: MemoryService, path: str) -> dict[str, int]:
+    """heading -> chunk id."""
+    rows = memory.indexer.store.con.execute(
+        "SELECT heading, id FROM chunks WHERE path = ?", [path]
+    ).fetchall()
+    return dict(rows)
+
+
+def test_paragraph_edit_reembeds_only_that_chunk(make_workspace, hash_embedder, consistent) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace({"memory/project.md": NOTE, "memory/other.md": "# Other\n\nunrelated\n"})
+    embedder = hash_embedder()
+    memory = _service(root, embedder)
+    first = memory.sync()
+    assert first.chunks_embedded == 5  # Project, Alpha, Beta, Gamma, Other
+    before = _chunks(memory, "memory/project.md")
+    embedder.embedded.clear()
+
+    path = root / "memory" / "project.md"
+    path.write_text(NOTE.replace("bicycles and gears", "bicycles, gears and chains"), encoding="utf-8")
+    report = memory.sync()
+    assert report.files_indexed == 1
+    assert report.chunks_embedded == 1
+    assert report.chunks_reused == 3
+    assert len(embedder.embedded) == 1 and "chains" in embedder.embedded[0]
+    after = _chunks(memory, "memory/project.md")
+    assert after.keys() == before.keys()
+    changed = {h for h in before if before[h] != after[h]}
+    assert changed == {"Project > Beta"}
+    consistent(memory.indexer.store.con)
+    assert memory.search("chains", min_score=0.0).results[0].heading == "Project > Beta"
+
+    # Reverting the edit reuses the cached embedding: nothing is embedded again.
+    path.write_text(NOTE, encoding="utf-8")
+    assert memory.sync().chunks_embedded == 0
+    memory.close()
+
+
+def test_inserting_lines_moves_chunks_without_reembedding(make_workspace, hash_embedder) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace({"memory/project.md": NOTE})
+    memory = _service(root, hash_embedder())
+    memory.sync()
+    lines_before = dict(memory.indexer.store.con.execute("SELECT heading, start_line FROM chunks").fetchall())
+    (root / "memory" / "project.md").write_text(
+        NOTE.replace("# Project\n", "# Project\n\nintro\n"), encoding="utf-8"
+    )
+    report = memory.sync()
+    assert report.chunks_embedded == 1  # only the changed top chunk
+    lines_after = dict(memory.indexer.store.con.execute("SELECT heading, start_line FROM chunks").fetchall())
+    assert lines_after["Project > Gamma"] == lines_before["Project > Gamma"] + 2
+    memory.close()
+
+
+def test_keyword_mode_edit_keeps_other_chunk_ids(make_workspace, services_factory, consistent) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace({"memory/project.md": NOTE})
+    s = services_factory(root)
+    s.memory.sync()
+    before = _chunks(s.memory, "memory/project.md")
+    (root / "memory" / "project.md").write_text(NOTE.replace("guitars", "violins"), encoding="utf-8")
+    s.memory.sync()
+    after = _chunks(s.memory, "memory/project.md")
+    assert {h for h in before if before[h] != after[h]} == {"Project > Gamma"}
+    assert s.memory.search("violins").results[0].heading == "Project > Gamma"
+    assert s.memory.search("guitars").results == []
+    consistent(s.memory.indexer.store.con)
+
+
+def test_deleting_a_file_removes_its_chunks(sample_workspace: Path, services_factory, consistent) -> None:  # type: ignore[no-untyped-def]
+    s = services_factory(sample_workspace)
+    s.memory.sync()
+    assert s.memory.search("tomatoes").results
+    (sample_workspace / "memory" / "gardening.md").unlink()
+    report = s.memory.sync()
+    assert report.files_removed == 1
+    con = s.memory.indexer.store.con
+    assert con.execute("SELECT count(*) FROM chunks WHERE path = 'memory/gardening.md'").fetchone() == (0,)
+    assert s.memory.search("tomatoes").results == []
+    consistent(con)
+
+
+def test_mtime_only_change_does_not_rechunk(sample_workspace: Path, services_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    s = services_factory(sample_workspace)
+    s.memory.sync()
+    ids = dict(s.memory.indexer.store.con.execute("SELECT key, id FROM chunks").fetchall())
+    path = sample_workspace / "memory" / "gardening.md"
+    st = path.stat()
+    os.utime(path, (st.st_atime + 100, st.st_mtime + 100))
+    import mnemo.index.indexer as indexer_module
+
+    def no_chunking(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("an mtime-only change must not re-chunk")
+
+    monkeypatch.setattr(indexer_module, "chunk_markdown", no_chunking)
+    report = s.memory.sync()
+    assert report.files_indexed == 0
+    assert dict(s.memory.indexer.store.con.execute("SELECT key, id FROM chunks").fetchall()) == ids
+    mtime = s.memory.indexer.store.file_states()["memory/gardening.md"][1]
+    assert mtime == path.stat().st_mtime  # the new mtime is recorded, so the next sync skips it
+    monkeypatch.undo()
+    assert s.memory.sync().files_indexed == 0
+
+
+# -- bad input ----------------------------------------------------------------------------------
+GOOD = {
+    "MEMORY.md": "# Memory\n\n- The billing service uses PostgreSQL.\n",
+    "memory/fine.md": "# Fine\n\nA perfectly ordinary note about lighthouses.\n",
+}
+
+
+def _problems(report) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return dict(report.problems)
+
+
+def _after_sync_checks(s, root: Path, hashes: dict[str, str], md_hashes, consistent) -> None:  # type: ignore[no-untyped-def]
+    consistent(s.memory.indexer.store.con)
+    assert s.memory.search("lighthouses").results[0].path == "memory/fine.md"
+    assert md_hashes(root) == hashes
+
+
+def test_bad_files_are_reported(make_workspace, services_factory, md_hashes, consistent) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace(
+        {
+            **GOOD,
+            "memory/binary.md": b"PK\x03\x04\x00\x00 binary zip \x00\xff",
+            "memory/latin1.md": "# Café\n\nnaïve résumé about espresso\n".encode("latin-1"),
+            "memory/empty.md": "",
+            "memory/big.md": "# Big\n\n" + "word " * 2_000 + "\n",
+            "memory/frontmatter.md": "---\ntitle: [unclosed\n: nokey\n\n# Body\n\nfront matter body about kites\n",
+            "sessions/chat.jsonl": '{"role": "user", "text": "hello about kayaks"}\nnot json\n',
+        },
+        toml="[index]\nmax_file_bytes = 5000\n",
+    )
+    hashes = md_hashes(root)
+    s = services_factory(root)
+    report = s.memory.sync()
+    problems = _problems(report)
+    assert "binary" in problems["memory/binary.md"]
+    assert "invalid UTF-8" in problems["memory/latin1.md"] and "U+FFFD" in problems["memory/latin1.md"]
+    assert "max_file_bytes" in problems["memory/big.md"]
+    assert "malformed transcript" in problems["sessions/chat.jsonl"]
+    assert "front matter" in problems["memory/frontmatter.md"]
+    assert "memory/empty.md" not in problems and "memory/fine.md" not in problems
+    # The status shows the same problems.
+    status = {p["path"]: p["problem"] for p in s.memory.status()["fileProblems"]}
+    assert status == problems
+    # Every file has a row (so it is not re-read on every sync), bad ones without chunks.
+    files = dict(s.memory.indexer.store.con.execute("SELECT path, chunks FROM files").fetchall())
+    assert files["memory/binary.md"] == 0 and files["memory/big.md"] == 0 and files["memory/empty.md"] == 0
+    assert files["memory/latin1.md"] > 0
+    assert s.memory.search("espresso").results[0].path == "memory/latin1.md"
+    assert s.memory.search("kayaks", min_score=0.0).results[0].path == "sessions/chat.jsonl"
+    assert s.memory.search("kites", min_score=0.0).results[0].path == "memory/frontmatter.md"
+    _after_sync_checks(s, root, hashes, md_hashes, consistent)
+
+    # A second sync re-reads nothing and the problems are still visible in the status.
+    again = s.memory.sync()
+    assert again.files_indexed == 0
+    assert {p["path"] for p in s.memory.status()["fileProblems"]} == set(problems)
+
+
+def test_large_file_under_default_limit_with_long_line(
+    make_workspace, services_factory, md_hashes, consistent
+) -> None:  # type: ignore[no-untyped-def]
+    long_line = ("zebra" + "x" * 95 + " ") * 40_000  # ~4 MB on one line, under the 5 MB default
+    root = make_workspace({**GOOD, "memory/huge.md": "# Huge\n\n" + long_line + "\n"})
+    hashes = md_hashes(root)
+    s = services_factory(root)
+    report = s.memory.sync()
+    assert "memory/huge.md" not in _problems(report)
+    n = s.memory.indexer.store.con.execute(
+        "SELECT count(*), max(length(text)) FROM chunks WHERE path = 'memory/huge.md'"
+    ).fetchone()
+    assert n[0] > 1 and n[1] < 10_000  # cut into pieces, no giant chunk
+    _after_sync_checks(s, root, hashes, md_hashes, consistent)
+
+
+def test_ten_megabyte_file_over_limit(make_workspace, services_factory, md_hashes, consistent) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace(GOOD, toml="[index]\nmax_file_bytes = 1000000\n")
+    with open(root / "memory" / "ten.md", "wb") as fh:
+        fh.truncate(10_000_000)  # sparse: 10 MB of NUL without writing them
+    hashes = md_hashes(root)
+    s = services_factory(root)
+    report = s.memory.sync()
+    assert "10.0 MB" in _problems(report)["memory/ten.md"]
+    _after_sync_checks(s, root, hashes, md_hashes, consistent)
+
+
+def test_file_deleted_during_indexing(
+    make_workspace, services_factory, md_hashes, consistent, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace({**GOOD, "memory/vanishing.md": "# Gone\n\nsoon gone\n"})
+    real = sources.read_memory_file
+
+    def delete_then_read(path: Path, kind, max_bytes):  # type: ignore[no-untyped-def]
+        if path.name == "vanishing.md":
+            path.unlink()
+        return real(path, kind, max_bytes)
+
+    import mnemo.index.indexer as indexer_module
+
+    monkeypatch.setattr(indexer_module, "read_memory_file", delete_then_read)
+    s = services_factory(root)
+    report = s.memory.sync()
+    assert "deleted while indexing" in _problems(report)["memory/vanishing.md"]
+    monkeypatch.undo()
+    hashes = md_hashes(root)
+    _after_sync_checks(s, root, hashes, md_hashes, consistent)
+    # The next sync forgets the file.
+    report = s.memory.sync()
+    assert report.files_removed == 1
+    paths = {r[0] for r in s.memory.indexer.store.con.execute("SELECT path FROM files").fetchall()}
+    assert "memory/vanishing.md" not in paths
+    consistent(s.memory.indexer.store.con)
+
+
+def test_fixing_a_bad_file_clears_its_problem(make_workspace, services_factory) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace({**GOOD, "memory/binary.md": b"\x00\x01\x02"})
+    s = services_factory(root)
+    assert "memory/binary.md" in _problems(s.memory.sync())
+    (root / "memory" / "binary.md").write_text("# Fixed\n\nnow readable about harbours\n", encoding="utf-8")
+    report = s.memory.sync()
+    assert report.problems == []
+    assert s.memory.status()["fileProblems"] == []
+    assert s.memory.search("harbours").results[0].path == "memory/binary.md"
+
+
+@pytest.mark.parametrize(
+    "text", ["\ufeff# BOM\n\nbom note about pelicans\n", "# CRLF\r\n\r\ncrlf note about pelicans\r\n"]
+)
+def test_bom_and_crlf(make_workspace, services_factory, text: str) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace({"memory/x.md": text.encode("utf-8")})
+    s = services_factory(root)
+    assert s.memory.sync().problems == []
+    hit = s.memory.search("pelicans").results[0]
+    assert hit.path == "memory/x.md" and (hit.start_line, hit.end_line) == (1, 3)
