@@ -16,6 +16,7 @@ import {
 import { missingServerMessage, resolveServerCommand } from "./serverCommand";
 import {
   ApprovalRequest,
+  ApprovalsChangedNote,
   ChatDeltaNote,
   ErrorCodes,
   IndexStatusNote,
@@ -33,6 +34,7 @@ export interface ClientHandlers {
   onIndexStatus(status: IndexStatus): void;
   onChatDelta(delta: ChatDelta): void;
   onApprovalRequest(params: ApprovalRequestParams, signal: AbortSignal): Promise<ApprovalResponse>;
+  onApprovalsChanged(pending: number): void;
   onState(state: ServerState): void;
 }
 
@@ -118,6 +120,9 @@ export class MnemoClient implements vscode.Disposable {
       this.handlers.onIndexStatus(status);
     });
     client.onNotification(ChatDeltaNote.method, (delta: ChatDelta) => this.handlers.onChatDelta(delta));
+    client.onNotification(ApprovalsChangedNote.method, (p: { pending?: number }) =>
+      this.handlers.onApprovalsChanged(typeof p?.pending === "number" ? p.pending : 0),
+    );
     client.onRequest(ApprovalRequest.method, (params: ApprovalRequestParams, token: vscode.CancellationToken) => {
       const abort = new AbortController();
       token.onCancellationRequested(() => abort.abort());

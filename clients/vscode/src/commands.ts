@@ -2,10 +2,10 @@
 import * as vscode from "vscode";
 import type { MnemoClient } from "./client";
 import type { ChatController } from "./chat/controller";
-import { errorCode, errorMessage, summarize } from "./chat/controller";
+import { describeFlush, errorCode, errorMessage } from "./chat/controller";
 import type { ChatViewProvider } from "./chat/view";
 import { openAtLines } from "./open";
-import { Commit, ErrorCodes, Flush, MemorySearch, Status, type SearchHit } from "./protocol";
+import { Commit, ErrorCodes, Flush, MemorySearch, Status, type CommitParams, type CommitResult, type SearchHit } from "./protocol";
 
 interface HitItem extends vscode.QuickPickItem {
   hit?: SearchHit;
@@ -82,31 +82,65 @@ function searchMemory(client: MnemoClient): void {
 async function commitMemory(client: MnemoClient): Promise<void> {
   const message = await vscode.window.showInputBox({
     title: "mnemo: commit memory",
-    prompt: "Commit message (empty: let mnemo write one)",
+    prompt: "Commit subject (empty: mnemo writes one from the changed sections)",
     placeHolder: "memory: …",
   });
   if (message === undefined) return;
-  try {
-    const result = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: "mnemo: committing memory" },
-      () => client.request(Commit, message.trim() ? { message: message.trim() } : {}),
-    );
-    const text = summarize(result);
-    void vscode.window.showInformationMessage(`mnemo: memory committed${text ? ` (${text})` : ""}.`);
-  } catch (error) {
-    void vscode.window.showErrorMessage(failure(Commit.method, error));
+  const params: CommitParams = message.trim() ? { message: message.trim() } : {};
+  for (;;) {
+    try {
+      const result: CommitResult = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: "mnemo: committing memory" },
+        () => client.request(Commit, params),
+      );
+      const files = result.files.map((f) => `${f.status} ${f.path}`).join(", ");
+      void vscode.window.showInformationMessage(`mnemo: committed ${result.commit.slice(0, 8)} ${result.message.split("\n")[0]} (${files})`);
+      return;
+    } catch (error) {
+      const text = errorMessage(error);
+      const data = (error as { data?: { secrets?: unknown[] } }).data;
+      // The server refuses a secret or a missing repository; the user may override either, knowingly.
+      if (Array.isArray(data?.secrets) && !params.force) {
+        const pick = await vscode.window.showWarningMessage(`mnemo: ${text}`, { modal: true }, "Commit anyway");
+        if (pick !== "Commit anyway") return;
+        params.force = true;
+        continue;
+      }
+      if (/no (git )?repositor|not a git repositor|initRepo/i.test(text) && !params.initRepo) {
+        const pick = await vscode.window.showWarningMessage(`mnemo: ${text}`, "Initialize repository");
+        if (pick !== "Initialize repository") return;
+        params.initRepo = true;
+        continue;
+      }
+      void vscode.window.showErrorMessage(failure(Commit.method, error));
+      return;
+    }
   }
 }
 
 async function flushMemory(client: MnemoClient, chat: ChatController): Promise<void> {
+  const sessionId = chat.sessionId;
+  if (!sessionId) {
+    void vscode.window.showInformationMessage("mnemo: nothing to flush yet; chat first (the flush saves a session's durable memories).");
+    return;
+  }
   try {
-    const sessionId = chat.sessionId;
-    const result = await client.request(Flush, sessionId ? { sessionId } : {});
-    const text = summarize(result);
-    void vscode.window.showInformationMessage(`mnemo: memory flushed${text ? ` (${text})` : ""}.`);
+    const result = await client.request(Flush, { sessionId });
+    void vscode.window.showInformationMessage(`mnemo: ${describeFlush(result)}`);
   } catch (error) {
     void vscode.window.showErrorMessage(failure(Flush.method, error));
   }
+}
+
+async function runCommand(chat: ChatController, view: ChatViewProvider): Promise<void> {
+  const command = await vscode.window.showInputBox({
+    title: "mnemo: run a command (sandboxed, under the approval policy)",
+    prompt: "The command line; mnemo's policy decides whether it runs, asks you, or refuses",
+    placeHolder: "ls memory",
+  });
+  if (!command?.trim()) return;
+  view.reveal();
+  await chat.runCommand(command);
 }
 
 async function showStatus(client: MnemoClient): Promise<void> {
@@ -137,6 +171,7 @@ export function registerCommands(client: MnemoClient, chat: ChatController, view
       await chat.newSession();
     }),
     vscode.commands.registerCommand("mnemo.openChat", () => view.reveal()),
+    vscode.commands.registerCommand("mnemo.runCommand", () => runCommand(chat, view)),
     vscode.commands.registerCommand("mnemo.showStatus", () => showStatus(client)),
     vscode.commands.registerCommand("mnemo.restartServer", () => client.restart()),
   ];

@@ -22,6 +22,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     onIndexStatus: (status) => statusBar.update(status),
     onChatDelta: (delta) => chat.onDelta(delta),
     onApprovalRequest: (params, signal) => chat.requestApproval(params, signal),
+    onApprovalsChanged: () => void chat.syncApprovals(),
     onState: (state) => statusBar.setServer(state),
   });
   client = mnemo;

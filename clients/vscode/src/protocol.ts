@@ -107,55 +107,83 @@ export const IndexStatusNote = note<IndexStatus>("mnemo/indexStatus");
 /** `workspace/executeCommand` command: re-sync the index; returns the status object. */
 export const CMD_REINDEX = "mnemo.reindex";
 
-// ---- chat ----------------------------------------------------------------------------------------
+// ---- chat (server/mnemo/lsp/handlers/chat.py) ---------------------------------------------------------
+
+export type SessionKind = "private" | "group";
 
 export interface ChatParams {
   sessionId?: string;
   message: string;
+  kind?: SessionKind;
 }
-/** The final answer; the text also streamed in as `mnemo/chatDelta` notifications before it. */
-export interface ChatResult {
+export interface FlushReport {
   sessionId: string;
-  requestId?: string;
-  text?: string;
-  citations?: string[];
+  written: unknown[];
+  refused: unknown[];
+  noReply: boolean;
+  kept: number;
+  candidates: number;
+  skipped: string;
   [extra: string]: unknown;
+}
+/** The final answer; its text also streamed in as `mnemo/chatDelta` notifications before it. */
+export interface ChatResult {
+  text: string;
+  citations: string[];
+  sessionId: string;
+  finishReason?: string;
+  toolCalls?: unknown[];
+  compacted?: boolean;
+  flush?: FlushReport | null;
+  notes?: string[];
+  promptTokens?: number;
 }
 export interface ChatDelta {
   sessionId: string;
-  requestId?: string;
+  /** the JSON-RPC id of the `mnemo/chat` request being answered */
+  requestId?: string | number;
   delta: string;
 }
 export interface SessionInfo {
-  id: string;
+  sessionId: string;
+  kind?: SessionKind;
   title?: string;
   updated?: string;
   messages?: number;
-  [extra: string]: unknown;
+  compactions?: number;
 }
 export interface SessionsResult {
   sessions: SessionInfo[];
 }
+export interface NewSessionParams {
+  kind?: SessionKind;
+  /** saved as a memory snapshot before the new session starts */
+  previousSessionId?: string;
+}
 export interface NewSessionResult {
   sessionId: string;
-  [extra: string]: unknown;
+  kind: SessionKind;
+  snapshot: unknown;
 }
 export interface SessionParams {
   sessionId: string;
 }
-export interface FlushParams {
-  sessionId?: string;
-}
-export interface FlushResult {
-  [extra: string]: unknown;
+export interface ResetSessionResult {
+  sessionId: string;
+  kind: SessionKind;
+  snapshot: unknown;
+  archived: string;
 }
 
 export const Chat = req<ChatParams, ChatResult>("mnemo/chat");
 export const ChatDeltaNote = note<ChatDelta>("mnemo/chatDelta");
 export const Sessions = req<Record<string, never>, SessionsResult>("mnemo/sessions");
-export const NewSession = req<Record<string, never>, NewSessionResult>("mnemo/newSession");
-export const ResetSession = req<SessionParams, unknown>("mnemo/resetSession");
-export const Flush = req<FlushParams, FlushResult>("mnemo/flush");
+export const NewSession = req<NewSessionParams, NewSessionResult>("mnemo/newSession");
+export const ResetSession = req<SessionParams, ResetSessionResult>("mnemo/resetSession");
+/** Save what matters from a session into memory (`sessionId` is required). */
+export const Flush = req<SessionParams, FlushReport>("mnemo/flush");
+/** `workspace/executeCommand`: `[{"sessionId"}]`, same as mnemo/flush. */
+export const CMD_FLUSH = "mnemo.flush";
 
 // ---- approvals -----------------------------------------------------------------------------------
 
@@ -186,28 +214,91 @@ export interface ResolveApprovalParams {
   id: string;
   choice: ApprovalChoice;
 }
+export interface ResolveApprovalResult {
+  resolved: boolean;
+  message?: string;
+}
 export interface ApprovalsResult {
   approvals: ApprovalRequestParams[];
 }
+export interface ApprovalsChanged {
+  pending: number;
+}
+export interface ExecParams {
+  command: string;
+  /** default "lsp" */
+  session?: string;
+  /** (0, 3600] */
+  approvalTimeoutS?: number;
+}
+/** `ToolOutcome` in server/mnemo/policy/gate.py. */
+export interface ExecResult {
+  ok: boolean;
+  /** the command's output, or why it did not run */
+  output: string;
+  decision: string;
+  rule: string;
+  exitCode: number | null;
+  /** allow_once / always / deny when someone was asked, else empty */
+  approval: string;
+}
+export interface AuditVerifyResult {
+  ok: boolean;
+  entries: number;
+  problems: string[];
+  path: string;
+}
 
-/** Server -> client request: ask the user; answered with the choice. */
+/** Server -> client request: ask the user; answered with the choice (no answer by the timeout: deny). */
 export const ApprovalRequest = req<ApprovalRequestParams, ApprovalResponse>("mnemo/approvalRequest");
+/** Server -> client notification: the pending approvals changed. */
+export const ApprovalsChangedNote = note<ApprovalsChanged>("mnemo/approvalsChanged");
 /** Client -> server: answer a pending approval out of band (e.g. one listed by `mnemo/approvals`). */
-export const ResolveApproval = req<ResolveApprovalParams, unknown>("mnemo/resolveApproval");
+export const ResolveApproval = req<ResolveApprovalParams, ResolveApprovalResult>("mnemo/resolveApproval");
 export const Approvals = req<Record<string, never>, ApprovalsResult>("mnemo/approvals");
+/** Run a shell command through the policy gate (sandboxed; may ask for approval). */
+export const Exec = req<ExecParams, ExecResult>("mnemo/exec");
+export const AuditVerify = req<Record<string, never>, AuditVerifyResult>("mnemo/auditVerify");
+export const RiskStatus = req<Record<string, never>, Record<string, unknown>>("mnemo/riskStatus");
 
-// ---- git -------------------------------------------------------------------------------------------
+// ---- git (server/mnemo/lsp/handlers/vcs.py) --------------------------------------------------------
 
 export interface CommitParams {
+  /** the subject; default `memory: update FILES (+a ~c -r sections)` */
   message?: string;
+  /** commit even when a file holds a secret */
+  force?: boolean;
+  /** create the repository when there is none */
+  initRepo?: boolean;
 }
 export interface CommitResult {
-  commit?: string;
-  message?: string;
-  files?: string[];
-  [extra: string]: unknown;
+  commit: string;
+  message: string;
+  /** status: A (added), M (modified), D (deleted) */
+  files: { path: string; status: string }[];
+}
+/** `data` of the RequestFailed error when a file to commit holds a secret. */
+export interface CommitSecretsErrorData {
+  secrets: unknown[];
+}
+export interface HistoryParams {
+  path: string;
+  /** 1-based; commits that changed that line */
+  line?: number;
+}
+export interface HistoryResult {
+  path: string;
+  line?: number;
+  entries: { commit: string; date: string; author: string; subject: string }[];
 }
 export const Commit = req<CommitParams, CommitResult>("mnemo/commit");
+export const History = req<HistoryParams, HistoryResult>("mnemo/history");
+/** `workspace/executeCommand` commands (`[{...params}]`), as used by code lenses and code actions. */
+export const CMD_COMMIT = "mnemo.commit";
+export const CMD_HISTORY = "mnemo.history";
+
+/** Diagnostics mnemo publishes carry this source. */
+export const DIAGNOSTIC_SOURCE = "mnemo";
 
 /** The text shown for an approval: the exact command when there is one. */
 export function approvalCommandText(p: ApprovalRequestParams): string {

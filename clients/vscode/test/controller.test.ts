@@ -144,7 +144,7 @@ describe("ChatController sessions and flush", () => {
   it("lists, creates, switches and resets sessions, keeping each transcript", async () => {
     let n = 0;
     const { backend, calls } = fakeBackend({
-      "mnemo/sessions": async () => ({ sessions: [{ id: "a", title: "first" }, { id: "b" }] }),
+      "mnemo/sessions": async () => ({ sessions: [{ sessionId: "a", title: "first" }, { sessionId: "b" }] }),
       "mnemo/newSession": async () => ({ sessionId: `new${++n}` }),
       "mnemo/resetSession": async () => ({}),
       "mnemo/chat": async (p) => ({ sessionId: (p as { sessionId: string }).sessionId, text: "ok" }),
@@ -152,10 +152,11 @@ describe("ChatController sessions and flush", () => {
     const c = new ChatController(backend);
     await c.handle({ type: "ready" });
     await flush();
-    assert.deepEqual(c.snapshot.sessions.map((s) => s.id), ["a", "b"]);
+    assert.deepEqual(c.snapshot.sessions.map((s) => s.sessionId), ["a", "b"]);
 
     await c.handle({ type: "newSession" });
     assert.equal(c.sessionId, "new1");
+    assert.deepEqual(calls.find((x) => x.method === "mnemo/newSession")?.params, {});
     await c.handle({ type: "send", text: "in new1" });
     assert.equal(c.snapshot.messages.length, 2);
 
@@ -168,6 +169,9 @@ describe("ChatController sessions and flush", () => {
     await c.handle({ type: "resetSession" });
     assert.deepEqual(calls.find((x) => x.method === "mnemo/resetSession")?.params, { sessionId: "new1" });
     assert.deepEqual(c.snapshot.messages.map((m) => m.role), ["note"]);
+
+    await c.handle({ type: "newSession" });
+    assert.deepEqual(calls.filter((x) => x.method === "mnemo/newSession")[1].params, { previousSessionId: "new1" });
   });
 
   it("without mnemo/newSession, starts afresh and lets the server open the session", async () => {
@@ -184,14 +188,16 @@ describe("ChatController sessions and flush", () => {
   it("flushes the current session and notes the result", async () => {
     const { backend, calls } = fakeBackend({
       "mnemo/chat": async () => ({ sessionId: "s1", text: "hi" }),
-      "mnemo/flush": async () => ({ written: 2, path: "memory/2026-11-30.md" }),
+      "mnemo/flush": async () => ({ sessionId: "s1", written: [{}, {}], refused: [], noReply: false, kept: 2, candidates: 5, skipped: "" }),
       "mnemo/sessions": async () => ({ sessions: [] }),
     });
     const c = new ChatController(backend);
+    await c.handle({ type: "flush" });
+    assert.equal(c.snapshot.messages.at(-1)?.text, "Nothing to flush yet: this session has no messages.");
     await c.handle({ type: "send", text: "x" });
     await c.handle({ type: "flush" });
     assert.deepEqual(calls.find((x) => x.method === "mnemo/flush")?.params, { sessionId: "s1" });
-    assert.equal(c.snapshot.messages.at(-1)?.text, "Memory flushed. written: 2, path: memory/2026-11-30.md");
+    assert.equal(c.snapshot.messages.at(-1)?.text, "Memory flushed: 2 item(s) written.");
   });
 });
 
@@ -253,6 +259,30 @@ describe("ChatController approvals", () => {
     const pending = c.requestApproval(request);
     c.dispose();
     assert.deepEqual(await pending, { choice: "deny" });
+  });
+});
+
+describe("ChatController commands and approvals listed by the server", () => {
+  it("runs a command through mnemo/exec and shows its output", async () => {
+    const f = fakeBackend({
+      "mnemo/exec": async () => ({ ok: true, output: "hello\n", decision: "confirm", rule: "confirm:echo", exitCode: 0, approval: "allow_once" }),
+    });
+    const c = new ChatController(f.backend);
+    await c.handle({ type: "runCommand", command: "echo hello" });
+    assert.deepEqual(f.calls[0].params, { command: "echo hello", session: "vscode" });
+    assert.equal(c.snapshot.messages.at(-1)?.text, "`echo hello` — exit 0 (allow once, rule confirm:echo)\n\n```text\nhello\n```");
+  });
+
+  it("shows approvals pending elsewhere and closes those answered elsewhere", async () => {
+    let pending = [{ id: "p1", tool: "exec", command: "make deploy", rule: "r", reason: "why", timeoutS: 30 }];
+    const f = fakeBackend({ "mnemo/approvals": async () => ({ approvals: pending }) });
+    const c = new ChatController(f.backend);
+    await c.syncApprovals();
+    assert.equal(c.snapshot.approvals[0].command, "make deploy");
+    assert.equal(f.reveals(), 1);
+    pending = [];
+    await c.syncApprovals();
+    assert.equal(c.snapshot.approvals[0].resolved, "elsewhere");
   });
 });
 

@@ -28,7 +28,8 @@ let state: ChatState | undefined;
 const pendingDeltas = new Map<string, string>();
 let frame = 0;
 
-const CHOICE_LABEL: Record<ApprovalChoice | "expired", string> = {
+const CHOICE_LABEL: Record<ApprovalChoice | "expired" | "elsewhere", string> = {
+  elsewhere: "Answered elsewhere",
   allow_once: "Allowed once",
   always: "Always allowed",
   deny: "Denied",
@@ -83,9 +84,9 @@ function render(): void {
   noticeEl.hidden = state.unsupported.length === 0;
 
   const options = state.sessions.map(
-    (s) => `<option value="${escapeHtml(s.id)}">${escapeHtml(s.title || s.id)}</option>`,
+    (s) => `<option value="${escapeHtml(s.sessionId)}">${escapeHtml(s.title || s.sessionId)}</option>`,
   );
-  if (state.sessionId && !state.sessions.some((s) => s.id === state!.sessionId)) {
+  if (state.sessionId && !state.sessions.some((s) => s.sessionId === state!.sessionId)) {
     options.unshift(`<option value="${escapeHtml(state.sessionId)}">${escapeHtml(state.sessionId)}</option>`);
   }
   if (!state.sessionId) options.unshift('<option value="">(new session)</option>');

@@ -7,8 +7,10 @@ import type { Citation } from "../citations";
 import {
   APPROVAL_CHOICES,
   approvalCommandText,
+  Approvals,
   Chat,
   ErrorCodes,
+  Exec,
   Flush,
   NewSession,
   ResetSession,
@@ -18,6 +20,8 @@ import {
   type ApprovalRequestParams,
   type ApprovalResponse,
   type ChatDelta,
+  type ExecResult,
+  type FlushReport,
   type Req,
 } from "../protocol";
 import type { ChatMessage, ChatState, FromWebview, ToWebview } from "./messages";
@@ -35,7 +39,7 @@ export interface ChatBackend {
 interface ActiveTurn {
   messageId: string;
   sessionId?: string;
-  requestId?: string;
+  requestId?: string | number;
   abort: AbortController;
 }
 
@@ -112,6 +116,9 @@ export class ChatController {
         return this.refreshSessions();
       case "flush":
         return this.flush();
+      case "runCommand":
+        await this.runCommand(message.command);
+        return;
       case "approve":
         return this.answerApproval(message.id, message.choice);
       case "openCitation":
@@ -169,7 +176,7 @@ export class ChatController {
       turn.sessionId = delta.sessionId;
       this.adoptSession(delta.sessionId);
     }
-    if (turn.requestId === undefined && typeof delta.requestId === "string") turn.requestId = delta.requestId;
+    if (turn.requestId === undefined && delta.requestId !== undefined) turn.requestId = delta.requestId;
     const message = this.state.messages.find((m) => m.id === turn.messageId);
     if (!message) return;
     message.text += delta.delta;
@@ -192,7 +199,8 @@ export class ChatController {
   async newSession(): Promise<void> {
     if (this.active) return;
     try {
-      const result = await this.backend.request(NewSession, {});
+      const previous = this.state.sessionId;
+      const result = await this.backend.request(NewSession, previous ? { previousSessionId: previous } : {});
       this.switchTo(result.sessionId);
     } catch (error) {
       if (errorCode(error) !== ErrorCodes.MethodNotFound) {
@@ -226,13 +234,37 @@ export class ChatController {
   }
 
   async flush(): Promise<void> {
+    const sessionId = this.state.sessionId;
+    if (!sessionId) {
+      this.add({ role: "note", text: "Nothing to flush yet: this session has no messages." });
+      this.pushState();
+      return;
+    }
     try {
-      const result = await this.backend.request(Flush, this.state.sessionId ? { sessionId: this.state.sessionId } : {});
-      this.add({ role: "note", text: `Memory flushed. ${summarize(result)}`.trim() });
+      const result = await this.backend.request(Flush, { sessionId });
+      this.add({ role: "note", text: describeFlush(result) });
     } catch (error) {
       this.add({ role: "error", text: this.describeError(Flush.method, error) });
     }
     this.pushState();
+  }
+
+  /** `mnemo/exec`: a command through the policy gate (sandboxed; may ask for approval). */
+  async runCommand(command: string): Promise<ExecResult | undefined> {
+    const line = command.trim();
+    if (!line) return undefined;
+    this.add({ role: "note", text: `Running \`${line.replace(/`/g, "'")}\` (sandboxed)…` });
+    this.pushState();
+    try {
+      const result = await this.backend.request(Exec, { command: line, session: this.state.sessionId ?? "vscode" });
+      this.add({ role: result.ok ? "note" : "error", text: describeExec(line, result) });
+      return result;
+    } catch (error) {
+      this.add({ role: "error", text: this.describeError(Exec.method, error) });
+      return undefined;
+    } finally {
+      this.pushState();
+    }
   }
 
   // ---- approvals --------------------------------------------------------------------------------
@@ -267,6 +299,25 @@ export class ChatController {
       expiresAt: this.now() + Math.max(0, seconds * 1000),
     });
     this.backend.reveal();
+    this.pushState();
+  }
+
+  /** `mnemo/approvalsChanged`: show approvals asked of someone else (listed by `mnemo/approvals`), and
+   * close cards answered elsewhere (the terminal, another client). */
+  async syncApprovals(): Promise<void> {
+    if (this.state.unsupported.includes(Approvals.method)) return;
+    let pending;
+    try {
+      pending = (await this.backend.request(Approvals, {})).approvals ?? [];
+    } catch (error) {
+      this.noteUnsupported(Approvals.method, error);
+      return;
+    }
+    const open = new Set(pending.map((p) => p.id));
+    for (const card of this.state.approvals) {
+      if (!card.resolved && !open.has(card.request.id) && !this.pending.has(card.request.id)) card.resolved = "elsewhere";
+    }
+    for (const request of pending) if (!this.state.approvals.some((c) => c.request.id === request.id)) this.showApproval(request);
     this.pushState();
   }
 
@@ -353,6 +404,22 @@ export class ChatController {
   private pushState(): void {
     this.post?.({ type: "state", state: this.state });
   }
+}
+
+export function describeFlush(r: FlushReport): string {
+  const written = Array.isArray(r.written) ? r.written.length : 0;
+  const refused = Array.isArray(r.refused) ? r.refused.length : 0;
+  if (r.noReply || (written === 0 && refused === 0)) {
+    return `Memory flush: nothing new to save${r.skipped ? ` (${r.skipped})` : ""}.`;
+  }
+  return `Memory flushed: ${written} item(s) written${refused ? `, ${refused} refused` : ""}.`;
+}
+
+export function describeExec(command: string, r: ExecResult): string {
+  const how = r.approval ? `${r.approval.replace("_", " ")}` : r.decision;
+  const status = r.ok ? `exit ${r.exitCode ?? "?"}` : "not run";
+  const fence = r.output.includes("```") ? "~~~~" : "```";
+  return `\`${command.replace(/`/g, "'")}\` — ${status} (${how}${r.rule ? `, rule ${r.rule}` : ""})\n\n${fence}text\n${r.output.replace(/\s+$/, "")}\n${fence}`;
 }
 
 /** A short, human summary of a result object (`{flushed: 3, path: "memory/x.md"}` -> `flushed: 3, ...`). */

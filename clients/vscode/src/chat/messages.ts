@@ -21,7 +21,7 @@ export interface ApprovalCard {
   command: string;
   /** epoch ms when the server denies it by itself */
   expiresAt: number;
-  resolved?: ApprovalChoice | "expired";
+  resolved?: ApprovalChoice | "expired" | "elsewhere";
 }
 
 export interface ChatState {
@@ -50,6 +50,7 @@ export type FromWebview =
   | { type: "selectSession"; sessionId: string }
   | { type: "refreshSessions" }
   | { type: "flush" }
+  | { type: "runCommand"; command: string }
   | { type: "approve"; id: string; choice: ApprovalChoice }
   | { type: "openCitation"; citation: Citation }
   | { type: "openLink"; href: string };
@@ -73,6 +74,8 @@ export function isFromWebview(value: unknown): value is FromWebview {
       return true;
     case "send":
       return isStr(m.text);
+    case "runCommand":
+      return isStr(m.command);
     case "selectSession":
       return isStr(m.sessionId);
     case "approve":
