@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="index state, counts, model and problems")
     _add_common(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--provider", choices=["local", "openai", "none"], help="override embedding.provider")
 
     p = sub.add_parser("serve", help="run the language server (stdio by default)")
     _add_common(p)
