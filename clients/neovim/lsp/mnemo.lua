@@ -13,6 +13,9 @@ return {
     [protocol.APPROVAL_REQUEST] = function(...)
       return require('mnemo.approval').handler(...)
     end,
+    [protocol.APPROVALS_CHANGED] = function(...)
+      return require('mnemo.approval').on_changed(...)
+    end,
     [protocol.CHAT_DELTA] = function(...)
       return require('mnemo.chat').on_delta(...)
     end,

@@ -9,7 +9,7 @@ vim.api.nvim_create_user_command('Mnemo', function(o)
 end, {
   nargs = '*',
   bang = true,
-  desc = 'mnemo: chat | search[!] {query} | commit[!] [message] | flush | new | status | cancel | reindex[!]',
+  desc = 'mnemo: chat | search[!] {query} | commit[!] [message] | flush | new | reset | status | cancel | reindex[!]',
   complete = function(arglead, cmdline)
     return require('mnemo.commands').complete(arglead, cmdline)
   end,

@@ -14,7 +14,7 @@ local ok, err = pcall(function()
   assert(vim.deep_equal(cfg.cmd, { 'mnemo', 'serve' }), vim.inspect(cfg.cmd))
   assert(vim.deep_equal(cfg.filetypes, { 'markdown' }), vim.inspect(cfg.filetypes))
   assert(vim.deep_equal(cfg.root_markers, { 'mnemo.toml', 'MEMORY.md', '.git' }), vim.inspect(cfg.root_markers))
-  for _, m in ipairs({ 'mnemo/approvalRequest', 'mnemo/chatDelta', 'mnemo/indexStatus' }) do
+  for _, m in ipairs({ 'mnemo/approvalRequest', 'mnemo/approvalsChanged', 'mnemo/chatDelta', 'mnemo/indexStatus' }) do
     assert(type(cfg.handlers[m]) == 'function', 'no handler for ' .. m)
   end
   -- setup() merges over the defaults and reaches vim.lsp.config.

@@ -38,10 +38,22 @@ function M.prompt(req)
   return table.concat(lines, '\n')
 end
 
---- Ask the user; `on_choice` gets 'allow_once' | 'always' | 'deny' (dismissing the picker denies).
+---@type table<string, fun(choice: mnemo.ApprovalChoice)[]> approvals being asked now, by id
+M.asking = {}
+---@type table<string, boolean> approvals already answered here (not asked twice)
+M.answered = {}
+
+--- Ask the user once per approval id; `on_choice` gets 'allow_once' | 'always' | 'deny' (dismissing the
+--- picker denies). A second ask for the same id waits for the first answer.
 ---@param req mnemo.ApprovalRequest
 ---@param on_choice fun(choice: mnemo.ApprovalChoice)
 function M.ask(req, on_choice)
+  local id = tostring(req.id)
+  if M.asking[id] then
+    table.insert(M.asking[id], on_choice)
+    return
+  end
+  M.asking[id] = { on_choice }
   vim.ui.select(M.choices, {
     prompt = M.prompt(req),
     kind = 'mnemo.approval',
@@ -49,7 +61,11 @@ function M.ask(req, on_choice)
       return item.label
     end,
   }, function(item)
-    on_choice(item and item.value or protocol.choice.deny)
+    local waiters = M.asking[id] or {}
+    M.asking[id], M.answered[id] = nil, true
+    for _, cb in ipairs(waiters) do
+      cb(item and item.value or protocol.choice.deny)
+    end
   end)
 end
 
@@ -86,6 +102,33 @@ function M.handler(_, req, ctx)
     coroutine.yield()
   end
   return { choice = answer }
+end
+
+--- Handler for the `mnemo/approvalsChanged` notification ({pending}): approvals the server queued without
+--- asking this client (or before it could) are fetched with `mnemo/approvals`, asked, and answered with
+--- `mnemo/resolveApproval`.
+function M.on_changed(_, params, ctx)
+  if type(params) ~= 'table' or (tonumber(params.pending) or 0) < 1 then
+    return vim.NIL
+  end
+  local client = ctx and ctx.client_id and vim.lsp.get_client_by_id(ctx.client_id)
+  if not client then
+    return vim.NIL
+  end
+  require('mnemo.client').call(client, 'request', protocol.APPROVALS, vim.empty_dict(), function(err, result)
+    if err or type(result) ~= 'table' then
+      return
+    end
+    for _, req in ipairs(result.approvals or {}) do
+      local id = tostring(req.id)
+      if not M.asking[id] and not M.answered[id] then
+        M.ask(req, function(choice)
+          M.resolve(client.id, req.id, choice)
+        end)
+      end
+    end
+  end)
+  return vim.NIL
 end
 
 --- Answer an approval through `mnemo/resolveApproval`.

@@ -177,8 +177,9 @@ local function belongs(params, ctx)
   if ctx and ctx.client_id and turn.client_id and ctx.client_id ~= turn.client_id then
     return false
   end
-  if params.requestId ~= nil and turn.request_id ~= nil and params.requestId == turn.request_id then
-    return true
+  if params.requestId ~= nil and params.requestId ~= vim.NIL and turn.request_id ~= nil then
+    -- The server echoes the JSON-RPC id of our mnemo/chat request: late deltas of a cancelled turn differ.
+    return tostring(params.requestId) == tostring(turn.request_id)
   end
   return M.state.session_id == nil or params.sessionId == nil or params.sessionId == M.state.session_id
 end
@@ -249,6 +250,14 @@ local function finish(buf, result, err)
     local text = result_text(result)
     if not turn.received and text then
       append_text(buf, text)
+    end
+    if type(result) == 'table' and type(result.notes) == 'table' and #result.notes > 0 then
+      local notes = {}
+      for _, n in ipairs(result.notes) do
+        table.insert(notes, '> ' .. tostring(n))
+      end
+      append_lines(buf, { '' })
+      append_lines(buf, notes)
     end
     local extra = extra_citations(buf, result)
     if #extra > 0 then
@@ -324,9 +333,10 @@ function M.cancel()
   end
 end
 
---- Start a fresh session (`mnemo/newSession`); the chat buffer keeps its history with a rule below it.
+--- Start a fresh session (`mnemo/newSession`; the server snapshots the previous one into memory first).
+--- The chat buffer keeps its history, with a rule below it.
 function M.new_session()
-  client_mod.request(protocol.NEW_SESSION, {}, function(result)
+  client_mod.request(protocol.NEW_SESSION, { previousSessionId = M.state.session_id }, function(result)
     M.state.session_id = type(result) == 'table' and result.sessionId or nil
     local buf = valid_buf()
     if buf then
@@ -334,6 +344,39 @@ function M.new_session()
       append_lines(buf, { '', '---', '' })
     end
     vim.notify('mnemo: new session ' .. tostring(M.state.session_id or ''), vim.log.levels.INFO)
+  end)
+end
+
+--- Start the current session afresh under the same id (`mnemo/resetSession`; the old transcript is archived).
+function M.reset_session()
+  if not M.state.session_id then
+    vim.notify('mnemo: no chat session yet', vim.log.levels.INFO)
+    return
+  end
+  client_mod.request(protocol.RESET_SESSION, { sessionId = M.state.session_id }, function(result)
+    local buf = valid_buf()
+    if buf then
+      append_lines(buf, { '', '---', '' })
+    end
+    vim.notify('mnemo: session reset' .. (type(result) == 'table' and result.archived and
+      (' (transcript archived as ' .. result.archived .. ')') or ''), vim.log.levels.INFO)
+  end)
+end
+
+--- Save the session's durable memories now (`mnemo/flush`).
+function M.flush()
+  if not M.state.session_id then
+    vim.notify('mnemo: no chat session to flush yet', vim.log.levels.INFO)
+    return
+  end
+  client_mod.request(protocol.FLUSH, { sessionId = M.state.session_id }, function(r)
+    r = type(r) == 'table' and r or {}
+    local function count(v)
+      return type(v) == 'table' and #v or (tonumber(v) or 0)
+    end
+    vim.notify(('mnemo: flushed: %d written, %d kept, %d refused'):format(count(r.written), count(r.kept),
+      count(r.refused)), vim.log.levels.INFO)
+    vim.api.nvim_exec_autocmds('User', { pattern = 'MnemoFlushDone', modeline = false, data = r })
   end)
 end
 

@@ -102,11 +102,10 @@ M.subcommands = {
     require('mnemo.chat').new_session()
   end,
   flush = function()
-    local session = require('mnemo.chat').state.session_id
-    client_mod.request(protocol.FLUSH, { sessionId = session }, function(r)
-      local what = type(r) == 'table' and (r.path or r.written or r.message)
-      info('mnemo: flushed' .. (what and (' ' .. tostring(what)) or ''))
-    end)
+    require('mnemo.chat').flush()
+  end,
+  reset = function()
+    require('mnemo.chat').reset_session()
   end,
   commit = function(args, bang)
     M.commit({ message = args ~= '' and args or nil, force = bang or nil })

@@ -9,18 +9,24 @@ M.STATUS = 'mnemo/status' -- {} -> status object
 M.INDEX_STATUS = 'mnemo/indexStatus' -- server -> client notification: the status object
 
 -- Chat and sessions (client -> server requests)
-M.CHAT = 'mnemo/chat' -- {sessionId?, message} -> {sessionId, ...}
+M.CHAT = 'mnemo/chat' -- {message, sessionId?, kind?} -> {text, citations, sessionId, finishReason, notes, ...}
 M.CHAT_DELTA = 'mnemo/chatDelta' -- server -> client notification: {sessionId, requestId?, delta}
-M.NEW_SESSION = 'mnemo/newSession' -- {} -> {sessionId}
-M.FLUSH = 'mnemo/flush' -- {sessionId?} -> flush result
+M.SESSIONS = 'mnemo/sessions' -- {} -> {sessions}
+M.NEW_SESSION = 'mnemo/newSession' -- {kind?, previousSessionId?} -> {sessionId, kind, snapshot}
+M.RESET_SESSION = 'mnemo/resetSession' -- {sessionId} -> {sessionId, kind, snapshot, archived}
+M.FLUSH = 'mnemo/flush' -- {sessionId} -> {sessionId, written, refused, noReply, kept, candidates, skipped}
+M.CMD_FLUSH = 'mnemo.flush' -- [{sessionId}]
 
 -- Approvals
-M.APPROVAL_REQUEST = 'mnemo/approvalRequest' -- server -> client request: {id, tool, command, reason, rule, timeoutS}
-M.RESOLVE_APPROVAL = 'mnemo/resolveApproval' -- client -> server request: {id, choice}
-M.EXEC = 'mnemo/exec' -- client -> server request: run a command under the policy (may ask for approval)
+M.APPROVAL_REQUEST = 'mnemo/approvalRequest' -- server -> client request: {id, tool, command?, summary, reason, rule, timeoutS, ...} -> {choice}
+M.APPROVALS_CHANGED = 'mnemo/approvalsChanged' -- server -> client notification: {pending}
+M.APPROVALS = 'mnemo/approvals' -- {} -> {approvals}
+M.RESOLVE_APPROVAL = 'mnemo/resolveApproval' -- {id, choice} -> {resolved, message?}
+M.EXEC = 'mnemo/exec' -- {command, session?, approvalTimeoutS?} -> {ok, output, decision, rule, exitCode, approval}
 
 -- Version control
-M.COMMIT = 'mnemo/commit' -- {message?, force?} -> commit result
+M.COMMIT = 'mnemo/commit' -- {message?, force?, initRepo?} -> {commit, message, files}; secrets: RequestFailed, data.secrets
+M.HISTORY = 'mnemo/history' -- {path, line?} -> {path, line, entries}
 
 -- workspace/executeCommand commands
 M.CMD_REINDEX = 'mnemo.reindex' -- [{full?}] -> status object
