@@ -211,7 +211,9 @@ def check(suite: dict[str, dict[str, Any]], name: str) -> None:
     result = suite.get(name)
     if result is None:
         out = suite["__output__"]
-        pytest.fail(f"{name} did not report (Neovim crashed or hung)\nstdout:\n{out['stdout']}\nstderr:\n{out['stderr']}")
+        pytest.fail(
+            f"{name} did not report (Neovim crashed or hung)\nstdout:\n{out['stdout']}\nstderr:\n{out['stderr']}"
+        )
     if result["status"] == "skip":
         pytest.skip(result["message"])
     assert result["status"] == "pass", f"{name}:\n{result['message']}\n\n--- Neovim stderr:\n{result['log']}"

@@ -30,6 +30,16 @@ local ok, err = pcall(function()
   assert(cites[1].path == 'memory/2026-11-02.md' and cites[1].start_line == 3 and cites[1].end_line == 6, vim.inspect(cites[1]))
   assert(cites[2].path == 'MEMORY.md' and cites[2].end_line == 19, vim.inspect(cites[2]))
   assert(cites[3].path == 'memory/中文笔记.md', vim.inspect(cites[3]))
+  -- doc/mnemo.txt builds help tags (in a copy: the repository stays clean).
+  local tmp = vim.fn.tempname()
+  vim.fn.mkdir(tmp .. '/doc', 'p')
+  local doc = vim.api.nvim_get_runtime_file('doc/mnemo.txt', false)[1]
+  vim.fn.writefile(vim.fn.readfile(doc), tmp .. '/doc/mnemo.txt')
+  vim.cmd('helptags ' .. vim.fn.fnameescape(tmp .. '/doc'))
+  local tags = table.concat(vim.fn.readfile(tmp .. '/doc/tags'), '\n')
+  for _, tag in ipairs({ 'mnemo.txt', ':Mnemo', 'mnemo-config', 'mnemo-approvals', 'mnemo-health' }) do
+    assert(tags:find(tag .. '\t', 1, true), 'help tag missing: ' .. tag)
+  end
 end)
 if not ok then
   fail(tostring(err))
