@@ -42,7 +42,8 @@ run: install
 	@echo "Next:"
 	@echo "  CLI:     $(BIN)/mnemo search --workspace $(DEMO) --explain \"your question\""
 	@echo "  VS Code: point the mnemo extension (clients/vscode) at '$(abspath $(BIN))/mnemo serve'"
-	@echo "  Neovim:  vim.lsp.config('mnemo', { cmd = { '$(abspath $(BIN))/mnemo', 'serve' } })"
+	@echo "  Neovim:  lazy.nvim { dir = '$(abspath clients/neovim)', opts = { cmd = { '$(abspath $(BIN))/mnemo', 'serve' } } }"
+	@echo "           or vim.lsp.config('mnemo', { cmd = { '$(abspath $(BIN))/mnemo', 'serve' } })"
 	@echo "  Any LSP client: '$(abspath $(BIN))/mnemo serve' speaks LSP on stdio (docs/protocol.md)"
 
 test: install
