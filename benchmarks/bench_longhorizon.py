@@ -113,9 +113,49 @@ STREETS = [
 ]
 ROLES = ["tech lead", "product manager", "staff engineer", "designer", "data analyst"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October"]
-DISHES = ["mushroom risotto", "lamb tagine", "pad thai", "shakshuka", "bouillabaisse", "pierogi", "moussaka"]
+DISHES = [
+    "mushroom risotto",
+    "lamb tagine",
+    "pad thai",
+    "shakshuka",
+    "bouillabaisse",
+    "pierogi",
+    "moussaka",
+    "ramen",
+    "paella",
+    "goulash",
+    "bibimbap",
+    "ceviche",
+]
 PETS = ["beagle", "tabby cat", "parrot", "corgi", "tortoise", "ferret"]
-BOOKS = ["Middlemarch", "Dune", "Moby-Dick", "Beloved", "Ulysses", "Rebecca", "Persuasion", "Emma"]
+BOOKS = [
+    "Middlemarch",
+    "Dune",
+    "Moby-Dick",
+    "Beloved",
+    "Ulysses",
+    "Rebecca",
+    "Persuasion",
+    "Emma",
+    "Solaris",
+    "Kindred",
+    "Stoner",
+    "Ivanhoe",
+]
+SUPPLIERS = [
+    "Granite Print",
+    "Harbor Freight Co",
+    "Ivory Catering",
+    "Jetstream Travel",
+    "Keystone Legal",
+    "Lumen Lighting",
+    "Monarch Office",
+    "Northwind Coffee",
+    "Orbit Telecom",
+    "Pinnacle Cleaning",
+    "Quartz Security",
+    "Redwood Furniture",
+]
 
 
 @dataclass
@@ -247,7 +287,7 @@ def _unique_template(rng: random.Random, i: int) -> tuple[str, str, str, str]:
             seat,
             f"which seat did I book for the {city} conference trip",
         )
-    vendor = VENDORS[j % len(VENDORS)]
+    vendor = SUPPLIERS[j % len(SUPPLIERS)]
     ticket = f"SR-{rng.randint(10000, 99999)}"
     return (
         "Support",

@@ -61,12 +61,19 @@ def doc_path(doc_id: str) -> str:
     return f"memory/{_SAFE.sub('_', doc_id)}.md"
 
 
-def load_beir(folder: Path) -> Dataset:
+def load_beir(folder: Path, max_docs: int = 0) -> Dataset:
     docs: list[tuple[str, str, str]] = []
     with (folder / "corpus.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             d = json.loads(line)
             docs.append((str(d["_id"]), (d.get("title") or "").strip(), d.get("text") or ""))
+    name = folder.name
+    if max_docs and max_docs < len(docs):
+        # The first documents in file-name order (the order mnemo indexes them), so a time-bounded run can stop
+        # and resume with the vectors it already has.
+        docs = sorted(docs, key=lambda d: doc_path(d[0]))[:max_docs]
+        name = f"{folder.name}-first{max_docs}"
+    kept = {doc_path(d[0]) for d in docs}
     queries: list[tuple[str, str]] = []
     with (folder / "queries.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
@@ -78,7 +85,7 @@ def load_beir(folder: Path) -> Dataset:
             parts = line.rstrip("\n").split("\t")
             if i == 0 and not parts[-1].lstrip("-").isdigit():
                 continue
-            if int(parts[2]) > 0:
+            if int(parts[2]) > 0 and doc_path(parts[1]) in kept:
                 qrels.setdefault(parts[0], {})[doc_path(parts[1])] = int(parts[2])
     queries = [q for q in queries if q[0] in qrels]
 
@@ -88,7 +95,7 @@ def load_beir(folder: Path) -> Dataset:
             body = f"# {title}\n\n{text}\n" if title else f"{text}\n"
             (ws / doc_path(doc_id)).write_text(body, encoding="utf-8")
 
-    return Dataset(folder.name, write, queries, qrels)
+    return Dataset(name, write, queries, qrels)
 
 
 def load_synthetic(lang: str, files: int, seed: int) -> Dataset:
@@ -138,7 +145,9 @@ def run_one(
     services = build_services(ws, provider="none" if mode == "keyword" else "local")
     cache = None
     if mode == "hybrid":
-        cache = CachingEmbedder(services.memory.embedder, OUT / "cache" / f"{ds.name}-minilm.npz")
+        cache = CachingEmbedder(
+            services.memory.embedder, OUT / "cache" / f"{ds.name.split('-first')[0]}-minilm.npz"
+        )
         install_embedder(services, cache)
     lines_cache: dict[str, list[str]] = {}
     try:
@@ -210,6 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-tokens", default="128,256,384", help="chunk sizes (default 128,256,384)")
     parser.add_argument("--max-queries", type=int, default=0, help="use the first N queries (0: all)")
     parser.add_argument(
+        "--max-docs",
+        type=int,
+        default=0,
+        help="index only the first N documents by file name; qrels are cut to them (0: all)",
+    )
+    parser.add_argument(
         "--hybrid-target-tokens",
         default="",
         help="chunk sizes for hybrid mode only (default: --target-tokens)",
@@ -220,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="", help="output name (default retrieval-<dataset>)")
     args = parser.parse_args(argv)
 
-    ds = load_beir(args.dataset) if args.dataset else load_synthetic(args.lang, args.files, args.seed)
+    ds = (
+        load_beir(args.dataset, args.max_docs)
+        if args.dataset
+        else load_synthetic(args.lang, args.files, args.seed)
+    )
     queries = ds.queries[: args.max_queries] if args.max_queries else ds.queries
     sizes = [int(x) for x in args.target_tokens.split(",") if x]
     hybrid_sizes = [int(x) for x in args.hybrid_target_tokens.split(",") if x] or sizes
