@@ -15,6 +15,17 @@ INDEX_STATUS = "mnemo/indexStatus"
 
 CMD_REINDEX = "mnemo.reindex"
 
+# Policy and approvals (docs/protocol.md, "Policy and approvals")
+APPROVAL_REQUEST = "mnemo/approvalRequest"
+"""Server -> client request: approve a tool call; answered with ``{"choice": ...}``."""
+APPROVALS_CHANGED = "mnemo/approvalsChanged"
+"""Server -> client notification: the pending approvals changed (``{"pending": n}``)."""
+APPROVALS = "mnemo/approvals"
+RESOLVE_APPROVAL = "mnemo/resolveApproval"
+EXEC = "mnemo/exec"
+AUDIT_VERIFY = "mnemo/auditVerify"
+RISK_STATUS = "mnemo/riskStatus"
+
 COMMIT = "mnemo/commit"
 HISTORY = "mnemo/history"
 CMD_COMMIT = "mnemo.commit"
@@ -127,6 +138,43 @@ class HistoryParams:
         if line is not None and line < 1:
             raise _invalid("'line' is 1-based and must be >= 1")
         return cls(_get(raw, "path", str, required=True), line)
+
+
+@dataclass(frozen=True)
+class ExecParams:
+    command: str
+    session: str
+    approval_timeout_s: float | None
+
+    @classmethod
+    def parse(cls, params: Any) -> ExecParams:
+        raw = to_plain(params) or {}
+        if not isinstance(raw, dict):
+            raise _invalid("params must be an object")
+        command = _get(raw, "command", str, required=True)
+        if not command.strip():
+            raise _invalid("'command' must not be empty")
+        timeout = _get(raw, "approvalTimeoutS", (int, float))
+        if timeout is not None and not 0 < timeout <= 3600:
+            raise _invalid("'approvalTimeoutS' must be in (0, 3600]")
+        session = _get(raw, "session", str) or "lsp"
+        return cls(command, session, None if timeout is None else float(timeout))
+
+
+@dataclass(frozen=True)
+class ResolveApprovalParams:
+    id: str
+    choice: str
+
+    @classmethod
+    def parse(cls, params: Any) -> ResolveApprovalParams:
+        raw = to_plain(params) or {}
+        if not isinstance(raw, dict):
+            raise _invalid("params must be an object")
+        choice = _get(raw, "choice", str, required=True)
+        if choice not in ("allow_once", "always", "deny"):
+            raise _invalid("'choice' must be allow_once, always or deny")
+        return cls(_get(raw, "id", str, required=True), choice)
 
 
 # Chat (docs/protocol.md, "Chat")

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from mnemo.lsp.handlers import actions, chat, diagnostics, documents, insight, lifecycle, search, vcs
+from mnemo.lsp.handlers import (
+    actions,
+    approvals,
+    chat,
+    diagnostics,
+    documents,
+    insight,
+    lifecycle,
+    search,
+    vcs,
+)
 from mnemo.lsp.server import MnemoLanguageServer
 
 
@@ -10,6 +20,7 @@ def register_features(server: MnemoLanguageServer) -> None:
     lifecycle.register(server)
     documents.register(server)
     search.register(server)
+    approvals.register(server)
     insight.register(server)
     diagnostics.register(server)
     actions.register(server)

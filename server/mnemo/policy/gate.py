@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.policy.approvals import ApprovalRequest, Approver, Choice
-from mnemo.policy.audit import AuditLog
+from mnemo.policy.audit import AuditLog, VerifyReport
 from mnemo.policy.outbound import redact_outbound
 from mnemo.policy.risk import RiskEvent, RiskMonitor, effective_decision
 from mnemo.policy.rules import Decision, PolicyConfig, Verdict, append_allow_rule, check, load_policy
@@ -385,3 +385,13 @@ def _redacted(args: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def verify_audit(audit: AuditLog) -> VerifyReport:
+    """:meth:`AuditLog.verify`, plus: a log file that is gone while its signed head says entries were
+    written is reported (deleting the whole log is tampering too)."""
+    report = audit.verify()
+    if not audit.path.exists() and audit.head_path.exists():
+        report.ok = False
+        report.problems.append(f"{audit.path} is missing but entries were written to it (deleted log)")
+    return report
