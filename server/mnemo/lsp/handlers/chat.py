@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from lsprotocol import types
-from pygls.exceptions import FeatureAlreadyRegisteredError, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInvalidParams
 
 from mnemo.agent import Agent, SessionError
 from mnemo.embeddings import EmbeddingError
@@ -105,15 +105,13 @@ def register(server: MnemoLanguageServer) -> None:
     async def flush_command(ls: MnemoLanguageServer, *args: Any) -> dict[str, Any]:
         return await flush(ls, args[0] if args else {})
 
-    try:
+    if types.TEXT_DOCUMENT_CODE_ACTION in server.protocol.fm.features:
+        # The editor actions module owns textDocument/codeAction; it can offer session_code_actions.
+        return
 
-        @server.feature(
-            types.TEXT_DOCUMENT_CODE_ACTION,
-            types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.Source]),
-        )
-        def code_actions(ls: MnemoLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-            return session_code_actions(ls, params.text_document.uri)
-
-    except FeatureAlreadyRegisteredError:
-        # The editor actions module owns textDocument/codeAction; it offers session_code_actions too.
-        log.debug("textDocument/codeAction already registered; mnemo.flush stays a command")
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.Source]),
+    )
+    def code_actions(ls: MnemoLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        return session_code_actions(ls, params.text_document.uri)
