@@ -251,3 +251,18 @@ def test_terminal_approver_yes_only_confirms(ws: Path) -> None:
     assert TerminalApprover(assume_yes=True, inp=io.StringIO(""), err=err).ask(deny_level) == "deny"  # EOF
     assert TerminalApprover(inp=io.StringIO("a\n"), err=err).ask(request) == "always"
     assert TerminalApprover(inp=io.StringIO("nope\n"), err=err).ask(request) == "deny"
+
+
+def test_askers_see_each_request_and_are_withdrawn(ws: Path, audit: AuditLog) -> None:
+    queue = ApprovalQueue()
+    shown: list[str] = []
+    withdrawn: list[str] = []
+
+    def asker(request: ApprovalRequest) -> object:
+        shown.append(request.summary)
+        return lambda: withdrawn.append(request.id)
+
+    queue.add_asker(asker)
+    gate = ToolGate(ws, PolicyConfig(), audit, queue, approval_timeout_s=0.05)
+    assert gate.call("s1", "write_file", {"path": "a.md", "content": "x"}).approval == "deny"
+    assert shown == ["write_file a.md (1 bytes)"] and len(withdrawn) == 1

@@ -1,10 +1,11 @@
-"""LspApprover: approvals answered by the editor, without ever blocking the event loop.
+"""Approvals answered by the editor, without ever blocking the event loop.
 
-The gate runs on a worker thread. :meth:`LspApprover.ask` puts the request in the services'
-:class:`~mnemo.policy.approvals.ApprovalQueue` (so ``mnemo/approvals`` lists it and
-``mnemo/resolveApproval`` can answer it), sends ``mnemo/approvalRequest`` to the client from the event loop
-(``asyncio.run_coroutine_threadsafe``) and waits on the queue with the request's timeout: whichever answer
-comes first wins, no answer means deny, and a request still open on the client is cancelled
+Every gate of the workspace asks the services' :class:`~mnemo.policy.approvals.ApprovalQueue` (so
+``mnemo/approvals`` lists each request and ``mnemo/resolveApproval`` can answer it); the worker thread
+that runs the gate waits on the queue with the request's timeout. :class:`LspApprovals` is installed on
+that queue as an asker: for each submitted request it sends ``mnemo/approvalRequest`` to the client from
+the event loop (``asyncio.run_coroutine_threadsafe``) and resolves the queue with the answer. Whichever
+answer comes first wins, no answer means deny, and a dialog still open on the client is withdrawn
 (``$/cancelRequest``).
 """
 
@@ -13,38 +14,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from mnemo.lsp import protocol
-from mnemo.policy.approvals import ApprovalQueue, ApprovalRequest, Choice, parse_choice
+from mnemo.policy.approvals import ApprovalQueue, ApprovalRequest, parse_choice
 
 if TYPE_CHECKING:
     from mnemo.lsp.server import MnemoLanguageServer
     from mnemo.policy.gate import ToolGate
 
 log = logging.getLogger(__name__)
-_approvers: weakref.WeakKeyDictionary[MnemoLanguageServer, LspApprover] = weakref.WeakKeyDictionary()
+_installed: weakref.WeakKeyDictionary[MnemoLanguageServer, LspApprovals] = weakref.WeakKeyDictionary()
 
 
-class LspApprover:
+class LspApprovals:
     def __init__(self, server: MnemoLanguageServer, queue: ApprovalQueue) -> None:
         self.server = server
         self.queue = queue
+        queue.add_asker(self._forward)
         queue.on_change(self._notify_changed)
 
-    def ask(self, request: ApprovalRequest) -> Choice:
-        self.queue.submit(request)
+    def _forward(self, request: ApprovalRequest) -> Callable[[], object] | None:
         loop = self.server.loop
-        asked = None
-        if loop is not None and not loop.is_closed():
-            asked = asyncio.run_coroutine_threadsafe(self._ask_client(request), loop)
-        try:
-            return self.queue.wait(request.id, request.timeout_s)
-        finally:
-            if asked is not None and not asked.done():
-                asked.cancel()  # answered elsewhere or timed out: withdraw the client's dialog
+        if loop is None or loop.is_closed():
+            return None
+        asked = asyncio.run_coroutine_threadsafe(self._ask_client(request), loop)
+        return asked.cancel  # answered elsewhere or timed out: withdraw the client's dialog
 
     async def _ask_client(self, request: ApprovalRequest) -> None:
         msg_id = f"mnemo-approval-{request.id}"
@@ -72,10 +70,16 @@ class LspApprover:
         )
 
 
+def install_lsp_approvals(server: MnemoLanguageServer) -> None:
+    """Make the client the approver of every gate of this workspace (idempotent). Call it before the
+    first tool call (the chat handler: before the first turn)."""
+    queue = server.core.approvals
+    current = _installed.get(server)
+    if current is None or current.queue is not queue:
+        _installed[server] = LspApprovals(server, queue)
+
+
 def lsp_gate(server: MnemoLanguageServer) -> ToolGate:
-    """The workspace's ToolGate asking this server's client (what the chat handler should use too)."""
-    core = server.core
-    approver = _approvers.get(server)
-    if approver is None or approver.queue is not core.approvals:
-        approver = _approvers[server] = LspApprover(server, core.approvals)
-    return core.tool_gate(approver)
+    """The workspace's ToolGate, with approvals asked of this server's client."""
+    install_lsp_approvals(server)
+    return server.core.tool_gate()

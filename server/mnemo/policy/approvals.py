@@ -3,8 +3,8 @@
 * :class:`ApprovalRequest`: what the user is asked (the command exactly as it will run, the rule, why).
 * :class:`Approver`: ``ask(request) -> "allow_once" | "always" | "deny"``; blocking, and it must give up
   after ``request.timeout_s`` with ``"deny"``.
-* :class:`ApprovalQueue`: pending requests that any front can list and resolve (the LSP server answers
-  from ``mnemo/approvalRequest`` replies or ``mnemo/resolveApproval``); it is an Approver itself.
+* :class:`ApprovalQueue`: pending requests that any front can list and resolve; it is an Approver itself,
+  and "askers" (the LSP server's ``mnemo/approvalRequest``) are shown each request as it is submitted.
 * :class:`TerminalApprover`: asks on stderr, reads the answer from stdin; ``assume_yes`` (``--yes``)
   approves confirm-level requests once and never anything else.
 """
@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TextIO, cast
 
@@ -81,6 +82,11 @@ class _Pending:
     request: ApprovalRequest
     done: threading.Event = field(default_factory=threading.Event)
     choice: Choice = "deny"
+    withdraw: list[Callable[[], object]] = field(default_factory=list)
+
+
+Asker = Callable[[ApprovalRequest], Callable[[], object] | None]
+"""Shows a request to someone (e.g. sends it to the editor); returns how to withdraw it, or None."""
 
 
 class ApprovalQueue:
@@ -90,6 +96,7 @@ class ApprovalQueue:
         self._lock = threading.Lock()
         self._pending: dict[str, _Pending] = {}
         self._listeners: list[Any] = []
+        self._askers: list[Asker] = []
 
     def on_change(self, listener: Any) -> None:
         """Call ``listener()`` (from any thread) whenever a request is added or leaves the queue."""
@@ -99,9 +106,19 @@ class ApprovalQueue:
         for listener in list(self._listeners):
             listener()
 
+    def add_asker(self, asker: Asker) -> None:
+        """Show every request submitted from now on to ``asker`` too (answers come back via resolve);
+        its withdraw function runs when the request is answered elsewhere or times out."""
+        self._askers.append(asker)
+
     def submit(self, request: ApprovalRequest) -> None:
+        item = _Pending(request)
         with self._lock:
-            self._pending[request.id] = _Pending(request)
+            self._pending[request.id] = item
+        for asker in list(self._askers):
+            withdraw = asker(request)
+            if withdraw is not None:
+                item.withdraw.append(withdraw)
         self._changed()
 
     def pending(self) -> list[ApprovalRequest]:
@@ -117,6 +134,8 @@ class ApprovalQueue:
             item.choice = choice
             item.request.resolution = by
             item.done.set()
+        for withdraw in item.withdraw:
+            withdraw()
         self._changed()
         return True
 
