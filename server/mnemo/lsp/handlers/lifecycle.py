@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlparse
 from lsprotocol import types
 
 from mnemo.lsp import protocol
+from mnemo.lsp.approver import install_lsp_approvals
 from mnemo.lsp.server import MnemoLanguageServer
 
 log = logging.getLogger(__name__)
@@ -97,11 +98,15 @@ def register(server: MnemoLanguageServer) -> None:
         services = await asyncio.to_thread(ls.start_services, ls.root)
         for problem in services.problems:
             log.warning("%s", problem)
+        install_lsp_approvals(ls)  # the editor answers every gate's approvals (chat and mnemo/exec)
         ls.index_task = asyncio.create_task(index_in_background(ls))
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: MnemoLanguageServer, params: None) -> None:
         ls.index_cancel.set()
+        if ls.services is not None:  # nobody is left to answer: waiting tools get a denial now
+            for request in ls.services.approvals.pending():
+                ls.services.approvals.resolve(request.id, "deny", by="shutdown")
 
     @server.feature(protocol.STATUS)
     async def status(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
