@@ -125,8 +125,8 @@ class EditorService:
 
     def diagnose_buffer(self, rel: str, text: str) -> list[hygiene.Problem]:
         """:meth:`diagnose` after pending edits reach the index (so near-duplicates see this text)."""
-        if self.memory.has_pending():
-            self.memory.apply_pending(timeout_s=PENDING_WAIT_S)
+        # Unconditional: taking the writer also waits for an apply already under way on the timer thread.
+        self.memory.apply_pending(timeout_s=PENDING_WAIT_S)
         return self.diagnose(rel, text)
 
     def diagnose_workspace(self, buffers: dict[str, str] | None = None) -> dict[str, list[hygiene.Problem]]:

@@ -268,6 +268,9 @@ async def test_near_duplicate_is_flagged_and_merged(model_client: LanguageClient
         "- The billing service uses PostgreSQL (decided 2026-11-02; replaces the earlier MySQL plan).\n"
     )
     copy.write_text(text, encoding="utf-8")
+    model_client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams([types.FileEvent(copy.as_uri(), types.FileChangeType.Created)])
+    )
     uri = open_doc(model_client, copy, text)
     found = await wait_diagnostics(
         model_client, uri, lambda ds: any(d.code == "near-duplicate" for d in ds), timeout=120
