@@ -264,9 +264,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default="/tmp/mnemo-bench/engine", help="where workspaces are built")
     parser.add_argument("--name", default="", help="output name (default engine-<provider>)")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--from-log",
+        type=Path,
+        help="only re-render the table from the per-run JSON lines of a log of this script",
+    )
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
+    if args.from_log:
+        rows = [json.loads(x[2:]) for x in args.from_log.read_text().splitlines() if x.startswith("  {")]
+        render(rows, sorted({str(r["provider"]) for r in rows}), [], args, machine())
+        return 0
 
     m = machine()
     rows = []
@@ -283,7 +292,13 @@ def main(argv: list[str] | None = None) -> int:
                 r["loadavg_after"] = round(__import__("os").getloadavg()[0], 2)
                 rows.append(r)
                 print("  " + json.dumps(r), file=sys.stderr, flush=True)
+                render(rows, providers, skipped, args, m)  # after every run: a stopped run keeps its figures
+    return 0
 
+
+def render(
+    rows: list[dict], providers: list[str], skipped: list[str], args: argparse.Namespace, m: dict
+) -> None:
     def g(r: dict[str, object], k: str) -> object:
         return r.get(k, float("nan"))
 
@@ -342,7 +357,6 @@ def main(argv: list[str] | None = None) -> int:
         {"machine": m, "command": command_line(), "results": rows},
         md,
     )
-    return 0
 
 
 if __name__ == "__main__":
