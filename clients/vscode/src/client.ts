@@ -9,7 +9,6 @@ import * as vscode from "vscode";
 import {
   LanguageClient,
   State,
-  TransportKind,
   type LanguageClientOptions,
   type ServerOptions,
 } from "vscode-languageclient/node";
@@ -99,7 +98,8 @@ export class MnemoClient implements vscode.Disposable {
     const serverOptions: ServerOptions = {
       command: resolved.command,
       args,
-      transport: TransportKind.stdio,
+      // No `transport`: with TransportKind.stdio the client would append `--stdio`; `mnemo serve` speaks
+      // LSP on stdio by default.
       options: { cwd: root?.fsPath },
     };
     const clientOptions: LanguageClientOptions = {

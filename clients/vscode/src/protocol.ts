@@ -126,10 +126,22 @@ export interface FlushReport {
   skipped: string;
   [extra: string]: unknown;
 }
+/** A memory hit the answer drew on (`citation_of` in server/mnemo/agent/tools.py). */
+export interface ChatCitation {
+  /** `path#Lx-Ly` */
+  citation: string;
+  path: string;
+  startLine: number;
+  endLine: number;
+  score: number;
+  source: Source;
+  /** how it was found: recalled into the context, or by the model's memory_search tool */
+  origin: string;
+}
 /** The final answer; its text also streamed in as `mnemo/chatDelta` notifications before it. */
 export interface ChatResult {
   text: string;
-  citations: string[];
+  citations: ChatCitation[];
   sessionId: string;
   finishReason?: string;
   toolCalls?: unknown[];

@@ -70,7 +70,7 @@ describe("ChatController chat", () => {
     assert.deepEqual(deltas[1], { type: "delta", messageId: "m2", text: "We chose PostgreSQL (memory/2026-11-02.md#L3-L6)." });
     assert.equal(c.sessionId, "s1", "the first delta names the new session");
 
-    answer.resolve({ sessionId: "s1", text: "We chose PostgreSQL (memory/2026-11-02.md#L3-L6)." });
+    answer.resolve({ sessionId: "s1", text: "We chose PostgreSQL (memory/2026-11-02.md#L3-L6).", citations: [{ citation: "memory/2026-11-02.md#L3-L6", path: "memory/2026-11-02.md", startLine: 3, endLine: 6, score: 0.5, source: "memory", origin: "recall" }] });
     await sending;
     const last = posted.filter((m) => m.type === "state").at(-1);
     assert.ok(last && last.type === "state");
@@ -82,6 +82,7 @@ describe("ChatController chat", () => {
         ["assistant", "We chose PostgreSQL (memory/2026-11-02.md#L3-L6).", false],
       ],
     );
+    assert.deepEqual(last.state.messages[1].citations, ["memory/2026-11-02.md#L3-L6"]);
 
     // The next message names the session.
     const second = c.handle({ type: "send", text: "and why?" });

@@ -4,7 +4,13 @@
  */
 import type { ApprovalChoice } from "../src/protocol";
 import type { ApprovalCard, ChatMessage, ChatState, FromWebview, ToWebview } from "../src/chat/messages";
-import { escapeHtml, renderMarkdown } from "./render";
+import { parseCitation } from "../src/citations";
+import { citationLink, escapeHtml, renderMarkdown } from "./render";
+
+function renderCitation(text: string): string {
+  const c = parseCitation(text);
+  return c ? citationLink(c) : `<code>${escapeHtml(text)}</code>`;
+}
 
 interface VsCodeApi {
   postMessage(message: FromWebview): void;
@@ -42,8 +48,11 @@ function post(message: FromWebview): void {
 
 function renderMessage(m: ChatMessage): string {
   const body = m.role === "user" ? `<p>${escapeHtml(m.text).replace(/\n/g, "<br>")}</p>` : renderMarkdown(m.text);
+  const sources = m.citations?.length
+    ? `<div class="sources">Sources: ${m.citations.map((c) => renderCitation(c)).join(" ")}</div>`
+    : "";
   const cursor = m.streaming ? '<span class="cursor" aria-hidden="true"></span>' : "";
-  return `<div class="msg ${m.role}${m.streaming ? " streaming" : ""}" data-id="${escapeHtml(m.id)}">${body}${cursor}</div>`;
+  return `<div class="msg ${m.role}${m.streaming ? " streaming" : ""}" data-id="${escapeHtml(m.id)}">${body}${cursor}${sources}</div>`;
 }
 
 function renderApproval(card: ApprovalCard): string {

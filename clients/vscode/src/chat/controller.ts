@@ -145,6 +145,9 @@ export class ChatController {
       if (result && typeof result.sessionId === "string") this.adoptSession(result.sessionId);
       // The final answer is authoritative: deltas can be dropped or coalesced on the way.
       if (result && typeof result.text === "string" && result.text !== "") answer.text = result.text;
+      if (Array.isArray(result?.citations)) {
+        answer.citations = result.citations.map((c) => c?.citation).filter((c): c is string => typeof c === "string");
+      }
       if (answer.text === "") answer.text = "*(no answer)*";
     } catch (error) {
       if (isCancellation(error) || turn.abort.signal.aborted) {

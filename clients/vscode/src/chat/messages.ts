@@ -11,6 +11,8 @@ export interface ChatMessage {
   id: string;
   role: Role;
   text: string;
+  /** citations the server attached to the answer (`path#Lx-Ly`), shown as links under it */
+  citations?: string[];
   /** true while deltas are still arriving */
   streaming?: boolean;
 }
