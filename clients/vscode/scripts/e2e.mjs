@@ -158,17 +158,15 @@ try {
 
   await step("hover shows a retrieval score", ["textDocument/hover", "mnemo/memorySearch"], async () => {
     if (!hit) throw new Error("needs the search step");
-    // The search above recorded a retrieval of this chunk; hover a word on its first line.
-    const line = page.locator(".monaco-editor .view-line", { hasText: /PostgreSQL|billing/ }).first();
-    await line.waitFor();
-    const box = await line.boundingBox();
+    // The search above recorded a retrieval of this chunk and left the cursor on its last line:
+    // show the hover there (keyboard, like Ctrl+K Ctrl+I; mouse positions shift with code lenses).
+    await page.locator(".monaco-editor .view-lines").first().waitFor();
     const hover = page.locator(".monaco-hover:visible");
     await until("the hover", async () => {
-      await page.mouse.move(box.x + 40, box.y + box.height / 2);
-      await sleep(200);
-      await page.mouse.move(box.x + 60, box.y + box.height / 2);
+      await command("Show or Focus Hover");
+      await sleep(500);
       return (await hover.count()) > 0 && /score/i.test((await hover.first().innerText()) ?? "");
-    }, 20000, 700);
+    }, 30000, 1000);
     const text = (await hover.first().innerText()).replace(/\s+/g, " ");
     await shot("hover");
     return text.slice(0, 120);
@@ -185,12 +183,12 @@ try {
     await page.locator(".monaco-hover:visible").first().waitFor({ timeout: 10000 }).catch(() => {});
     await shot("diagnostic");
     await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
-    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2 + 2);
-    const quickFix = page.locator(".monaco-hover:visible a, .monaco-hover:visible .action", { hasText: /Quick Fix/ }).first();
-    if (await quickFix.isVisible({ timeout: 5000 }).catch(() => false)) await quickFix.click();
-    else await page.keyboard.press("Control+.");
     const action = page.locator(".action-widget .monaco-list-row, .context-view .monaco-list-row", { hasText: /Redact secret/ }).first();
-    await action.waitFor({ timeout: 10000 });
+    await until("the Redact secret quick fix", async () => {
+      await command("Quick Fix...");
+      return action.isVisible({ timeout: 3000 }).catch(() => false);
+    }, 30000, 500);
+    await shot("redact");
     await action.click();
     await until("the redaction in the editor", async () => (await editorText()).includes("<redacted:"), 10000);
     await page.keyboard.press("Control+S");
