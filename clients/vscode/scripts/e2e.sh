@@ -52,7 +52,7 @@ cat >"$RUN/user/User/settings.json" <<JSON
   "mnemo.server.command": "$MNEMO_BIN",
   "mnemo.server.args": ["serve", "-v", "--log-file", "$RUN/server.log"],
   "workbench.startupEditor": "none",
-  "workbench.colorTheme": "Default Dark Modern",
+  "workbench.colorTheme": "Dark Modern",
   "workbench.tips.enabled": false,
   "security.workspace.trust.enabled": false,
   "telemetry.telemetryLevel": "off",

@@ -51,6 +51,8 @@ export class MnemoClient implements vscode.Disposable {
   readonly trace = vscode.window.createOutputChannel("mnemo trace", { log: true });
   private client: LanguageClient | undefined;
   private lastStatus: IndexStatus | undefined;
+  /** the "server not found" error was shown; requests do not show it again until a restart */
+  private missingReported = false;
 
   constructor(private readonly handlers: ClientHandlers) {}
 
@@ -87,6 +89,8 @@ export class MnemoClient implements vscode.Disposable {
       const message = missingServerMessage(setting, resolved.tried);
       this.output.appendLine(message);
       this.handlers.onState("stopped");
+      if (this.missingReported) return false;
+      this.missingReported = true;
       void vscode.window.showErrorMessage(message, "Open Settings", "Show Log").then((pick) => {
         if (pick === "Open Settings") void vscode.commands.executeCommand("workbench.action.openSettings", "mnemo.server");
         if (pick === "Show Log") this.output.show();
@@ -157,6 +161,7 @@ export class MnemoClient implements vscode.Disposable {
   }
 
   async restart(): Promise<void> {
+    this.missingReported = false;
     await this.stop();
     await this.start();
   }
