@@ -12,13 +12,17 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # llama-cpp-python builds from source (pip caches the wheel afterwards); the vision part is not needed.
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 
-.PHONY: help install run test test-fast lint bench clean
+VSCODE := clients/vscode
+
+.PHONY: help install run test test-fast lint bench clean vsix vscode-check vscode-e2e-setup vscode-e2e
 
 help:
 	@echo "make run     install, create $(DEMO)/ from the template, index it, search it through the LSP server"
 	@echo "make test    install and run the whole test suite"
 	@echo "make lint    ruff + mypy"
 	@echo "make bench   engine benchmarks (figures in docs/benchmarks.md)"
+	@echo "make vsix    package the VS Code extension (clients/vscode/dist/mnemo.vsix)"
+	@echo "make vscode-e2e-setup  install code-server, Node 24 and Chromium for the VS Code end-to-end tests"
 
 install: $(STAMP)
 
@@ -46,8 +50,10 @@ run: install
 	@echo "           or vim.lsp.config('mnemo', { cmd = { '$(abspath $(BIN))/mnemo', 'serve' } })"
 	@echo "  Any LSP client: '$(abspath $(BIN))/mnemo serve' speaks LSP on stdio (docs/protocol.md)"
 
-test: install
-	$(BIN)/python -m pytest -q
+# The VS Code end-to-end tests run when Node 24, code-server and Chromium are present
+# (make vscode-e2e-setup installs them; CI does); otherwise they are skipped with the reason.
+test: install $(VSCODE)/node_modules
+	$(BIN)/python -m pytest -q -rs
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not model"
@@ -60,6 +66,22 @@ lint: install
 bench: install
 	$(BIN)/python benchmarks/bench_engine.py --sizes 100,1000 --lang en,zh --provider none
 	$(BIN)/python benchmarks/bench_secrets.py
+
+$(VSCODE)/node_modules: $(VSCODE)/package-lock.json
+	cd $(VSCODE) && npm ci --no-audit --no-fund
+	@touch $@
+
+vsix: $(VSCODE)/node_modules
+	cd $(VSCODE) && npm run package          # -> clients/vscode/dist/mnemo.vsix
+
+vscode-check: $(VSCODE)/node_modules
+	cd $(VSCODE) && npm run typecheck && npm run lint && npm test
+
+vscode-e2e-setup:
+	bash $(VSCODE)/scripts/e2e-setup.sh
+
+vscode-e2e: install $(VSCODE)/node_modules
+	MNEMO_BIN=$(abspath $(BIN))/mnemo bash $(VSCODE)/scripts/e2e.sh
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache
