@@ -61,6 +61,8 @@ class EmbeddingSettings:
 class SearchSettings:
     max_results: int = 6
     min_score: float = 0.35
+    keyword_min_score: float = 0.2
+    """minScore in keyword mode (no embedding provider): text-only scores run lower than hybrid ones."""
     vector_weight: float = 0.7
     text_weight: float = 0.3
     half_life_days: float = 30.0
@@ -152,6 +154,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "embedding.max_retries": (0, 20),
     "search.max_results": (1, 200),
     "search.min_score": (0.0, 1.0),
+    "search.keyword_min_score": (0.0, 1.0),
     "search.vector_weight": (0.0, 1.0),
     "search.text_weight": (0.0, 1.0),
     "search.half_life_days": (0.1, 100_000.0),

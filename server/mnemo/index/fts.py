@@ -123,10 +123,13 @@ scored AS (
   FROM tf JOIN qt ON tf.termid = qt.termid JOIN {SCHEMA}.docs docs ON docs.docid = tf.docid, st
   GROUP BY docs.name
 )
-SELECT id, bm25, covered, (SELECT sum(idf) FROM qall) AS total FROM scored
+SELECT id, bm25, covered,
+       (SELECT sum(idf) FROM qt) + (SELECT count(*) FROM qall WHERE df = 0) * (SELECT avg(idf) FROM qt) AS total
+FROM scored
 """
-"""``total`` counts every query term, unknown ones at the highest IDF: a chunk that matches one common
-word of a long question covers little of it."""
+"""``total`` is the IDF mass of the whole query: a term no chunk contains counts at the known terms'
+mean IDF, so a chunk matching one word of a long question covers little of it, while question words
+that notes never use ("what", "does") do not weigh like the rarest term."""
 
 
 def search(

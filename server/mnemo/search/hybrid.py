@@ -139,7 +139,10 @@ class HybridSearcher:
     ) -> SearchOutcome:
         s = self.settings
         k = max_results or s.max_results
-        floor = s.min_score if min_score is None else min_score
+        if min_score is not None:
+            floor = min_score
+        else:
+            floor = s.min_score if dims > 0 else s.keyword_min_score
         today = today or date.today()
         n = min(200, k * 4)
         mode = "hybrid" if dims > 0 else "keyword"
@@ -220,7 +223,7 @@ class HybridSearcher:
                 superseded = age is not None and any(
                     o.row[5] is not None
                     and o.row[5] > day
-                    and base[o.chunk_id] >= 0.8 * base[cid]
+                    and base[o.chunk_id] >= ranking.SUPERSEDER_RELEVANCE * base[cid]
                     and self._similar(c, o, tokens)
                     for o in cands
                     if o is not c

@@ -25,6 +25,9 @@ SUPERSEDED_FACTOR = 0.75
 """Multiplier for a dated memory when a newer candidate says nearly the same thing."""
 SUPERSEDE_SIMILARITY = 0.85
 """Cosine similarity (or token overlap without vectors) above which two memories say the same thing."""
+SUPERSEDER_RELEVANCE = 0.9
+"""A newer memory supersedes an older one only if it answers the query nearly as well (same-template
+notes about different things are similar to each other, but not equally relevant to the query)."""
 RECENT_FLOOR = 0.5
 """Floor under the decay when the query asks about recent events."""
 
