@@ -79,39 +79,52 @@ class Workspace:
     ) -> None:
         self.root = root.resolve()
         self.ignore = tuple(ignore)
+        self._ignore_re = re.compile(
+            "|".join(f"(?:{fnmatch.translate(p)})" for p in self.ignore) if self.ignore else r"(?!x)x"
+        )
         self.extra_paths = tuple(p.strip("/") for p in extra_paths if p.strip("/"))
         self.include_sessions = include_sessions
 
     # -- classification -------------------------------------------------------------------------
     def classify(self, rel_path: str) -> MemoryFile | None:
-        """Kind of a workspace-relative path, or None when it is not memory (or is ignored)."""
-        rel = PurePosixPath(rel_path)
-        if rel.is_absolute() or ".." in rel.parts or self.is_ignored(rel_path):
+        """Kind of a workspace-relative path, or None when it is not memory (or is ignored).
+
+        Plain string work: a scan classifies every file, so this stays cheap (no pathlib, no fnmatch).
+        """
+        rel = rel_path.replace("\\", "/").strip("/") if "\\" in rel_path else rel_path
+        if not rel or rel.startswith("/") or rel_path.startswith("/"):
             return None
-        parts = rel.parts
-        if parts == ("MEMORY.md",) or parts == ("memory.md",):
-            return MemoryFile(rel.as_posix(), FileKind.EVERGREEN, None)
-        if len(parts) >= 2 and parts[0] == "memory" and rel.suffix == ".md":
-            dated = _dated(parts[-1]) if len(parts) == 2 else None
+        parts = rel.split("/")
+        if ".." in parts or "" in parts or self.is_ignored(rel, parts):
+            return None
+        name = parts[-1]
+        if len(parts) == 1:
+            if name in ("MEMORY.md", "memory.md"):
+                return MemoryFile(rel, FileKind.EVERGREEN, None)
+            return None
+        if parts[0] == "memory" and name.endswith(".md"):
+            dated = _dated(name) if len(parts) == 2 else None
             if dated is None:
-                return MemoryFile(rel.as_posix(), FileKind.EVERGREEN, None)
+                return MemoryFile(rel, FileKind.EVERGREEN, None)
             day, is_snapshot = dated
-            return MemoryFile(rel.as_posix(), FileKind.SNAPSHOT if is_snapshot else FileKind.DAILY, day)
-        if len(parts) == 3 and parts[0] == "skills" and parts[2] == "SKILL.md":
-            return MemoryFile(rel.as_posix(), FileKind.SKILL, None)
-        if self.include_sessions and len(parts) == 2 and parts[0] == "sessions" and rel.suffix == ".jsonl":
-            return MemoryFile(rel.as_posix(), FileKind.SESSION, None)
+            return MemoryFile(rel, FileKind.SNAPSHOT if is_snapshot else FileKind.DAILY, day)
+        if len(parts) == 3 and parts[0] == "skills" and name == "SKILL.md":
+            return MemoryFile(rel, FileKind.SKILL, None)
+        if self.include_sessions and len(parts) == 2 and parts[0] == "sessions" and name.endswith(".jsonl"):
+            return MemoryFile(rel, FileKind.SESSION, None)
         for extra in self.extra_paths:
-            if rel.as_posix().startswith(extra + "/") and rel.suffix == ".md":
-                return MemoryFile(rel.as_posix(), FileKind.EVERGREEN, None)
+            if rel.startswith(extra + "/") and name.endswith(".md"):
+                return MemoryFile(rel, FileKind.EVERGREEN, None)
         return None
 
-    def is_ignored(self, rel_path: str) -> bool:
-        parts = PurePosixPath(rel_path).parts
-        for pattern in self.ignore:
-            if fnmatch.fnmatch(rel_path, pattern) or any(fnmatch.fnmatch(p, pattern) for p in parts):
-                return True
-        return any(p.startswith(".") and p not in (".", "..") for p in parts)
+    def is_ignored(self, rel_path: str, parts: Sequence[str] | None = None) -> bool:
+        """Hidden path components, or a match of an ignore pattern on the whole path or any component."""
+        if parts is None:
+            parts = rel_path.split("/")
+        if any(p.startswith(".") and p not in (".", "..") for p in parts):
+            return True
+        match = self._ignore_re.match
+        return match(rel_path) is not None or any(match(p) is not None for p in parts)
 
     # -- paths ----------------------------------------------------------------------------------
     def relative(self, path: Path) -> str | None:
@@ -176,20 +189,32 @@ class Workspace:
             base = self.root / top
             if not base.is_dir() or base.is_symlink():
                 continue
-            for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-                dirnames[:] = sorted(d for d in dirnames if not (Path(dirpath) / d).is_symlink())
-                for name in sorted(filenames):
-                    path = Path(dirpath) / name
-                    if path.is_symlink():
-                        continue
-                    rel = path.relative_to(self.root).as_posix()
-                    if rel in seen:
-                        continue
-                    memory_file = self.classify(rel)
-                    if memory_file is None:
-                        continue
-                    seen.add(rel)
-                    try:
-                        yield memory_file, path.stat()
-                    except OSError:
-                        continue  # deleted while scanning
+            yield from self._walk(str(base), top, seen)
+
+    def _walk(
+        self, folder: str, rel_folder: str, seen: set[str]
+    ) -> Iterator[tuple[MemoryFile, os.stat_result]]:
+        """Depth-first over a folder with scandir (one lstat a file, symlinks never followed)."""
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            return  # deleted or unreadable while scanning
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            rel = f"{rel_folder}/{entry.name}"
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not self.is_ignored(rel):
+                        yield from self._walk(entry.path, rel, seen)
+                    continue
+                if rel in seen:
+                    continue
+                memory_file = self.classify(rel)
+                if memory_file is None:
+                    continue
+                seen.add(rel)
+                yield memory_file, entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # deleted while scanning
