@@ -17,12 +17,20 @@ import numpy as np
 
 from mnemo import hygiene, memory_edits
 from mnemo.config import Settings
-from mnemo.insights import ChunkLens, LineInsight, chunk_lenses, line_insight
+from mnemo.insights import (
+    ChunkLens,
+    ChunkStats,
+    LineInsight,
+    chunk_lenses,
+    file_chunk_stats,
+    insight_from_stats,
+)
 from mnemo.memory_service import MemoryService
 from mnemo.vcs import BlameCache, CommitResult, HistoryEntry, MemoryRepo
 from mnemo.workspace.layout import FileKind
 
 PENDING_WAIT_S = 2.0
+STATS_CACHE_FILES = 256
 READ_WAIT_S = 1.0
 """How long a hover or lens waits for the index (a generation swap) before answering without it."""
 
@@ -35,6 +43,8 @@ class EditorService:
         self.blame = BlameCache(self.workspace.root)
         self._blame_lock = threading.Lock()
         self.repo = MemoryRepo(self.workspace, include_sessions=settings.memory.commit_sessions)
+        self._stats_cache: dict[str, tuple[int, list[ChunkStats]]] = {}
+        """Per file: (index generation, chunk statistics); a hover re-reads only after the index changed."""
 
     # -- reading the index -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -69,10 +79,21 @@ class EditorService:
             return None
         with self._blame_lock:
             blamed = self.blame.line(rel, line)
-        with self._reader() as reading:
-            if reading is None:
-                return LineInsight(rel, line, None, None, "", 0, None, None, 1.0, blamed)
-            return line_insight(reading[0], rel, line, self.settings.search, blame=blamed, today=today)
+        memory_file = self.workspace.classify(rel)
+        file_day = memory_file.day if memory_file is not None else None
+        generation = self.memory.generation
+        cached = self._stats_cache.get(rel)
+        if cached is None or cached[0] != generation:
+            with self._reader() as reading:
+                if reading is None:
+                    return LineInsight(rel, line, None, None, "", 0, None, None, 1.0, blamed)
+                cached = (generation, file_chunk_stats(reading[0], rel))
+            if len(self._stats_cache) > STATS_CACHE_FILES:
+                self._stats_cache.clear()
+            self._stats_cache[rel] = cached
+        return insight_from_stats(
+            cached[1], rel, line, self.settings.search, file_day=file_day, blame=blamed, today=today
+        )
 
     def lenses(self, rel: str) -> list[ChunkLens]:
         if not self.settings.server.code_lens or not self.is_memory_markdown(rel):

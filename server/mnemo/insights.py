@@ -114,6 +114,79 @@ def decay_today(day: date | None, settings: SearchSettings, today: date) -> tupl
     return age, ranking.supersede_decay(age, settings.half_life_days, superseded=False, recent_query=False)
 
 
+@dataclass(frozen=True)
+class ChunkStats:
+    """One chunk of a file with its retrieval statistics (one query serves every hover of the file)."""
+
+    key: str
+    start_line: int
+    end_line: int
+    heading: str
+    day: date | None
+    times_retrieved: int
+    last: LastRetrieval | None
+
+
+def file_chunk_stats(con: duckdb.DuckDBPyConnection, path: str) -> list[ChunkStats]:
+    rows = con.execute(
+        "SELECT c.key, c.start_line, c.end_line, c.heading, c.day, count(r.chunk_key), "
+        "arg_max([r.query, CAST(r.searched_at AS VARCHAR), CAST(r.vector AS VARCHAR), CAST(r.text AS VARCHAR), "
+        "CAST(r.decay AS VARCHAR), CAST(r.weight AS VARCHAR), CAST(r.score AS VARCHAR), "
+        "CAST(r.rank AS VARCHAR)], r.searched_at) "
+        "FROM chunks c LEFT JOIN retrievals r ON r.chunk_key = c.key WHERE c.path = ? "
+        "GROUP BY c.key, c.start_line, c.end_line, c.heading, c.day ORDER BY c.start_line",
+        [path],
+    ).fetchall()
+    out = []
+    for key, start, end, heading, day, count, last in rows:
+        retrieval = None
+        if count and last is not None:
+            query, when, vector, text, decay, weight, score, rank = last
+            retrieval = LastRetrieval(
+                query,
+                datetime.fromisoformat(when),
+                None if vector is None else float(vector),
+                float(text),
+                float(decay),
+                float(weight),
+                float(score),
+                int(rank),
+            )
+        out.append(ChunkStats(key, start, end, heading or "", day, int(count), retrieval))
+    return out
+
+
+def insight_from_stats(
+    stats: list[ChunkStats],
+    path: str,
+    line: int,
+    settings: SearchSettings,
+    *,
+    file_day: date | None,
+    blame: BlameLine | None = None,
+    today: date | None = None,
+) -> LineInsight:
+    """The insight for ``line`` from a file's chunk statistics (the innermost chunk holding it)."""
+    today = today or date.today()
+    age, decay = decay_today(file_day, settings, today)
+    holding = [c for c in stats if c.start_line <= line <= c.end_line]
+    if not holding:
+        return LineInsight(path, line, None, None, "", 0, None, age, decay, blame)
+    chunk = max(holding, key=lambda c: c.start_line)
+    return LineInsight(
+        path,
+        line,
+        chunk.start_line,
+        chunk.end_line,
+        chunk.heading,
+        chunk.times_retrieved,
+        chunk.last,
+        age,
+        decay,
+        blame,
+    )
+
+
 def line_insight(
     con: duckdb.DuckDBPyConnection,
     path: str,
@@ -123,28 +196,13 @@ def line_insight(
     blame: BlameLine | None = None,
     today: date | None = None,
 ) -> LineInsight:
-    today = today or date.today()
-    chunk = con.execute(
-        "SELECT key, start_line, end_line, heading, day FROM chunks WHERE path = ? AND start_line <= ? "
-        "AND end_line >= ? ORDER BY start_line DESC LIMIT 1",
-        [path, line, line],
-    ).fetchone()
-    if chunk is None:
+    stats = file_chunk_stats(con, path)
+    if stats:
+        file_day = stats[0].day
+    else:
         day_row = con.execute("SELECT day FROM files WHERE path = ?", [path]).fetchone()
-        age, decay = decay_today(day_row[0] if day_row else None, settings, today)
-        return LineInsight(path, line, None, None, "", 0, None, age, decay, blame)
-    key, start, end, heading, day = chunk
-    count_row = con.execute("SELECT count(*) FROM retrievals WHERE chunk_key = ?", [key]).fetchone()
-    last_row = con.execute(
-        "SELECT query, searched_at, vector, text, decay, weight, score, rank FROM retrievals "
-        "WHERE chunk_key = ? ORDER BY searched_at DESC LIMIT 1",
-        [key],
-    ).fetchone()
-    age, decay = decay_today(day, settings, today)
-    last = LastRetrieval(*last_row) if last_row else None
-    return LineInsight(
-        path, line, start, end, heading or "", int(count_row[0]) if count_row else 0, last, age, decay, blame
-    )
+        file_day = day_row[0] if day_row else None
+    return insight_from_stats(stats, path, line, settings, file_day=file_day, blame=blame, today=today)
 
 
 @dataclass(frozen=True)

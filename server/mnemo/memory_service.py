@@ -65,6 +65,8 @@ class MemoryService:
         self._pending_lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._buffers: dict[str, str] = {}
+        self.generation = 0
+        """Bumped after every write to the index (sync, edits, retrieval statistics): caches key on it."""
         self.retrievals = RetrievalLog()
         """Search results waiting for the writer (recorded in the index's ``retrievals`` table)."""
 
@@ -105,6 +107,7 @@ class MemoryService:
             self.index_state.last_report = report
             self.index_state.problems = report.problems
             self.retrievals.flush(self.indexer.store)
+            self.generation += 1
             return report
 
     def schedule_buffer(self, rel_path: str, text: str | None, *, delay_s: float | None = None) -> None:
@@ -155,6 +158,8 @@ class MemoryService:
                     self.indexer.sync()  # cheap: only files whose mtime or size changed are read
                 else:
                     self.indexer.remove(rel)
+            if pending:
+                self.generation += 1
             return True
         finally:
             self._write_lock.release()
@@ -211,6 +216,7 @@ class MemoryService:
         if self._write_lock.acquire(blocking=False):
             try:
                 self.retrievals.flush(self.indexer.store)
+                self.generation += 1
             finally:
                 self._write_lock.release()
 
