@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from mnemo.agent.providers.model_file import installed_default
@@ -58,7 +59,7 @@ async def test_cancel_request_stops_generation(keyword_client: LanguageClient) -
         "mnemo/chat", {"message": "Write a very long story about a lighthouse keeper."}, msg_id="chat-1"
     )
     await asyncio.wait_for(first.wait(), timeout=600)
-    keyword_client.protocol.notify("$/cancelRequest", {"id": "chat-1"})
+    keyword_client.protocol.notify("$/cancelRequest", types.CancelParams(id="chat-1"))
     with pytest.raises(Exception, match="cancel"):
         await asyncio.wrap_future(future)
     # The agent stops at the next token and records the partial reply as cancelled.

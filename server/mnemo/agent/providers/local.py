@@ -133,9 +133,14 @@ class LocalChatProvider:
             return str(finish)
 
     def close(self) -> None:
-        with self._lock:
+        if not self._lock.acquire(timeout=5):  # a reply is still generating: leave it to process exit
+            log.warning("the chat model is busy; not closed")
+            return
+        try:
             if self._llm is not None:
                 close = getattr(self._llm, "close", None)
                 if close is not None:
                     close()
                 self._llm = None
+        finally:
+            self._lock.release()

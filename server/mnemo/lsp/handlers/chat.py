@@ -27,13 +27,13 @@ async def _agent(ls: MnemoLanguageServer) -> Agent:
     return await asyncio.to_thread(lambda: ls.core.agent)
 
 
-async def _call(fn: Any, *args: Any, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
-    """Run a core call on a thread; core errors become JSON-RPC errors; a cancelled request sets ``cancel``."""
+async def _call(fn: Any, *args: Any, stop: threading.Event | None = None, **kwargs: Any) -> Any:
+    """Run a core call on a thread; core errors become JSON-RPC errors; a cancelled request sets ``stop``."""
     try:
         return await asyncio.to_thread(fn, *args, **kwargs)
     except asyncio.CancelledError:
-        if cancel is not None:
-            cancel.set()
+        if stop is not None:
+            stop.set()
         raise
     except SessionError as exc:
         raise JsonRpcInvalidParams(str(exc)) from exc
@@ -98,7 +98,7 @@ def register(server: MnemoLanguageServer) -> None:
         p = protocol.SessionParams.parse(params)
         agent = await _agent(ls)
         cancel = threading.Event()
-        report = await _call(agent.flush, p.session_id, cancel, cancel=cancel)
+        report = await _call(agent.flush, p.session_id, cancel, stop=cancel)
         return dict(report.as_dict())
 
     @server.command(protocol.CMD_FLUSH)
