@@ -73,7 +73,9 @@ def register(server: MnemoLanguageServer) -> None:
             note = {"sessionId": session_id, "requestId": request_id, "delta": delta}
             ls.post(lambda: ls.protocol.notify(protocol.CHAT_DELTA, note))
 
-        reply = await _call(agent.chat, p.message, session_id, kind=p.kind, on_delta=on_delta, cancel=cancel)
+        reply = await _call(
+            agent.chat, p.message, session_id, kind=p.kind, on_delta=on_delta, cancel=cancel, stop=cancel
+        )
         return dict(reply.as_dict())
 
     @server.feature(protocol.SESSIONS)
