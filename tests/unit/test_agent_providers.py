@@ -96,6 +96,24 @@ def test_anthropic_streams_recorded_sse(replay_server: str, monkeypatch: pytest.
     provider.close()
 
 
+def test_secrets_in_the_prompt_never_reach_a_remote_provider(
+    replay_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MNEMO_TEST_ANTHROPIC_KEY", "sk-test")
+    token = "ghp_" + "Zx7Qm2Lp9Rt4Vb8Nc1Kd5Hf3Jg6Ws0Ea2Yu4"
+    provider = AnthropicChatProvider(replay_server, api_key_env="MNEMO_TEST_ANTHROPIC_KEY")
+    messages = [
+        ChatMessage("system", f"Memory: the deploy token is {token}."),
+        ChatMessage("user", f"Is {token} still valid?"),
+    ]
+    provider.stream(messages, max_tokens=50, temperature=0.0).read()
+    _path, _headers, body = _Replay.seen[-1]
+    sent = json.dumps(body)
+    assert token not in sent
+    assert "<redacted:" in body["system"] and "<redacted:" in body["messages"][0]["content"]
+    provider.close()
+
+
 def test_anthropic_error_names_the_problem_not_the_key(
     replay_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,9 +8,12 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import httpx
+
+from mnemo.policy.outbound import redact_outbound_many
 
 from .base import (
     MESSAGE_OVERHEAD_TOKENS,
@@ -110,7 +113,9 @@ class AnthropicChatProvider:
         temperature: float,
         cancel: threading.Event | None = None,
     ) -> ChatStream:
-        system, turns = to_anthropic(messages)
+        # A remote provider: secrets are redacted before anything leaves the machine.
+        contents, _ = redact_outbound_many([m.content for m in messages], "the Anthropic API")
+        system, turns = to_anthropic([replace(m, content=c) for m, c in zip(messages, contents, strict=True)])
         body: dict[str, Any] = {
             "model": self._model,
             "max_tokens": max_tokens,

@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from mnemo.policy.outbound import redact_outbound_many
+
 from .base import ChatMessage, ChatStream, DeltaSource, ProviderError, TokenCache, estimate_tokens
 from .sse import iter_sse, raise_for_status
 
@@ -111,9 +113,11 @@ class OpenAIChatProvider:
         temperature: float,
         cancel: threading.Event | None = None,
     ) -> ChatStream:
+        # A remote provider: secrets are redacted before anything leaves the machine.
+        contents, _ = redact_outbound_many([m.content for m in messages], "the chat endpoint")
         body = {
             "model": self._model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": [{"role": m.role, "content": c} for m, c in zip(messages, contents, strict=True)],
             "stream": True,
             "max_tokens": max_tokens,
             "temperature": temperature,
