@@ -31,6 +31,7 @@ from mnemo.workspace.layout import FileKind
 
 PENDING_WAIT_S = 2.0
 STATS_CACHE_FILES = 256
+DIAGNOSTICS_WAIT_S = 30.0
 READ_WAIT_S = 1.0
 """How long a hover or lens waits for the index (a generation swap) before answering without it."""
 
@@ -147,7 +148,9 @@ class EditorService:
     def diagnose_buffer(self, rel: str, text: str) -> list[hygiene.Problem]:
         """:meth:`diagnose` after pending edits reach the index (so near-duplicates see this text)."""
         # Unconditional: taking the writer also waits for an apply already under way on the timer thread.
-        self.memory.apply_pending(timeout_s=PENDING_WAIT_S)
+        # This runs on a worker thread, so waiting delays only these diagnostics, never the editor;
+        # embedding a new file's chunks can take seconds on a busy CPU.
+        self.memory.apply_pending(timeout_s=DIAGNOSTICS_WAIT_S)
         return self.diagnose(rel, text)
 
     def diagnose_workspace(self, buffers: dict[str, str] | None = None) -> dict[str, list[hygiene.Problem]]:

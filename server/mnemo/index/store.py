@@ -158,7 +158,7 @@ class ChunkStore:
         cache = other.con.execute(  # noqa: F841 - read by DuckDB's replacement scan below
             "SELECT * FROM embedding_cache WHERE provider = ? AND model = ?",
             [self.identity.provider, self.identity.model],
-        ).fetch_arrow_table()
+        ).to_arrow_table()
         self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
 
     def finish_indexes(self) -> None:

@@ -80,7 +80,15 @@ def register(server: MnemoLanguageServer) -> None:
 
     async def publish_all() -> None:
         found = await asyncio.to_thread(server.core.editor.diagnose_workspace, open_buffers(server))
+        open_docs = {
+            server.core.workspace.rel_from_uri(uri): uri for uri in list(server.workspace.text_documents)
+        }
         for rel, problems in found.items():
+            if rel in open_docs:
+                # An open document's diagnostics follow its buffer: a workspace pass computed from an
+                # older index must not overwrite them, so it is re-published on its own path.
+                schedule(open_docs[rel])
+                continue
             server.text_document_publish_diagnostics(
                 types.PublishDiagnosticsParams(
                     server.core.workspace.uri(rel), [to_diagnostic(server, p) for p in problems]
