@@ -61,7 +61,9 @@ async def one_run(ws: Path, searches: int) -> dict[str, Any]:
     uri = path.as_uri()
     text = path.read_text(encoding="utf-8")
     client.text_document_did_open(
-        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="markdown", version=1, text=text))
+        types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id="markdown", version=1, text=text)
+        )
     )
     edits = []
     for i in range(5):
@@ -70,7 +72,11 @@ async def one_run(ws: Path, searches: int) -> dict[str, Any]:
         client.text_document_did_change(
             types.DidChangeTextDocumentParams(
                 types.VersionedTextDocumentIdentifier(version=i + 2, uri=uri),
-                [types.TextDocumentContentChangeWholeDocument(text=text + f"\n## Note {i}\n{word} rollout.\n")],
+                [
+                    types.TextDocumentContentChangeWholeDocument(
+                        text=text + f"\n## Note {i}\n{word} rollout.\n"
+                    )
+                ],
             )
         )
         result = await client.protocol.send_request_async("mnemo/memorySearch", {"query": word})
@@ -92,7 +98,9 @@ async def one_run(ws: Path, searches: int) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--workspace", type=Path, help="workspace to copy (default: workspace-template)")
     parser.add_argument("--provider", choices=["none", "local"], default="local")
     parser.add_argument("--repeat", type=int, default=3, help="server starts")
@@ -116,7 +124,9 @@ def main() -> int:
     print(f"| initialize, request to response (median) | {med('init_request_ms'):.0f} ms |")
     print(f"| initialize, process spawn to response (median) | {med('init_from_spawn_ms'):.0f} ms |")
     print(f"| search round trip p50 / p95 | {statistics.median(searches):.1f} / {p95:.1f} ms |")
-    print(f"| didChange to a search that sees the edit, median (max) | {statistics.median(edits):.0f} ({max(edits):.0f}) ms |")
+    print(
+        f"| didChange to a search that sees the edit, median (max) | {statistics.median(edits):.0f} ({max(edits):.0f}) ms |"
+    )
     print(f"| server peak RSS (VmHWM) | {max(r['rss_mb'] for r in runs):.0f} MB |")
     return 0
 
