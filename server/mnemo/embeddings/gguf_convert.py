@@ -11,7 +11,6 @@ beside it that is checked on every load.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from mnemo.filehash import sha256_file
 
 from .base import EmbeddingError
 
@@ -41,14 +42,6 @@ _POOLING = {
     "pooling_mode_cls_token": "CLS",
     "pooling_mode_lasttoken": "LAST",
 }
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def default_model_zip() -> Path:

@@ -12,7 +12,6 @@ import contextlib
 import ctypes
 import importlib.util
 import io
-import json
 import logging
 import os
 import threading
@@ -22,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from mnemo import filehash
+
 from .base import EmbeddingError, FloatArray, embed_windowed
-from .gguf_convert import DEFAULT_CONTEXT, DEFAULT_MODEL_NAME, ensure_default_gguf, sha256_file
+from .gguf_convert import DEFAULT_CONTEXT, DEFAULT_MODEL_NAME, ensure_default_gguf
 
 log = logging.getLogger(__name__)
 _llama_log = logging.getLogger("mnemo.embeddings.llama_cpp")
@@ -117,26 +118,9 @@ class LocalEmbedder:
     def _user_model_digest(self, path: Path) -> str:
         """sha256 of a user's GGUF, remembered in ``models/hashes.json`` by path, size and mtime."""
         try:
-            stat = path.stat()
+            return filehash.cached_sha256(path, self._models_dir / "hashes.json")
         except OSError as exc:
             raise EmbeddingError(f"embedding.model_path: cannot read {path}: {exc}") from exc
-        key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-        memo_file = self._models_dir / "hashes.json"
-        memo: dict[str, str] = {}
-        with contextlib.suppress(OSError, ValueError):
-            loaded = json.loads(memo_file.read_text(encoding="utf-8"))
-            if isinstance(loaded, dict):
-                memo = {str(k): str(v) for k, v in loaded.items()}
-        if key in memo:
-            return memo[key]
-        digest = sha256_file(path)
-        memo[key] = digest
-        with contextlib.suppress(OSError):
-            self._models_dir.mkdir(parents=True, exist_ok=True)
-            tmp = memo_file.with_name(f"hashes.{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps(memo, indent=1), encoding="utf-8")
-            os.replace(tmp, memo_file)
-        return digest
 
     @property
     def model(self) -> str:

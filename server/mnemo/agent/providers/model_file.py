@@ -9,14 +9,12 @@ remembered by path, size and mtime, so a model is hashed once, not at every star
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import importlib.metadata
-import json
 import os
-import threading
 import zipfile
 from pathlib import Path
+
+from mnemo import filehash
 
 from .base import ProviderError
 
@@ -31,34 +29,9 @@ INSTALL_HINT = (
 )
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def cached_sha256(path: Path, cache_dir: Path) -> str:
     """sha256 of a file, remembered in ``cache_dir/chat-hashes.json`` by path, size and mtime."""
-    stat = path.stat()
-    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    memo_file = cache_dir / "chat-hashes.json"
-    memo: dict[str, str] = {}
-    with contextlib.suppress(OSError, ValueError):
-        loaded = json.loads(memo_file.read_text(encoding="utf-8"))
-        if isinstance(loaded, dict):
-            memo = {str(k): str(v) for k, v in loaded.items()}
-    if key in memo:
-        return memo[key]
-    digest = sha256_file(path)
-    memo[key] = digest
-    with contextlib.suppress(OSError):
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = memo_file.with_name(f"chat-hashes.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(memo, indent=1), encoding="utf-8")
-        os.replace(tmp, memo_file)
-    return digest
+    return filehash.cached_sha256(path, cache_dir / "chat-hashes.json")
 
 
 def installed_default() -> Path | None:
