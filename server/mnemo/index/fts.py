@@ -13,6 +13,7 @@ separator, so nothing non-ASCII is dropped). The extension cannot update its ind
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import duckdb
@@ -103,33 +104,12 @@ def remove_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
     _refresh_stats(con)
 
 
-_QUERY = f"""
-WITH q AS (SELECT DISTINCT stem(t, 'porter') AS term FROM (SELECT unnest(?::VARCHAR[]) AS t) WHERE t <> ''),
-st AS (SELECT num_docs, avgdl FROM {SCHEMA}.stats),
-qall AS (
-  SELECT d.termid, coalesce(d.df, 0) AS df,
-         log(((st.num_docs - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) + 1) AS idf
-  FROM q LEFT JOIN {SCHEMA}.dict d ON d.term = q.term, st
-),
-qt AS (SELECT termid, idf FROM qall WHERE df > 0),
-tf AS (
-  SELECT docid, termid, count(*) AS tf FROM {SCHEMA}.terms
-  WHERE termid IN (SELECT termid FROM qt) GROUP BY docid, termid
-),
-scored AS (
-  SELECT docs.name AS id,
-         sum(qt.idf * tf.tf * ({K1} + 1) / (tf.tf + {K1} * (1 - {B} + {B} * docs.len / st.avgdl))) AS bm25,
-         sum(qt.idf) AS covered
-  FROM tf JOIN qt ON tf.termid = qt.termid JOIN {SCHEMA}.docs docs ON docs.docid = tf.docid, st
-  GROUP BY docs.name
-)
-SELECT id, bm25, covered,
-       (SELECT sum(idf) FROM qt) + (SELECT count(*) FROM qall WHERE df = 0) * (SELECT avg(idf) FROM qt) AS total
-FROM scored
-"""
-"""``total`` is the IDF mass of the whole query: a term no chunk contains counts at the known terms'
-mean IDF, so a chunk matching one word of a long question covers little of it, while question words
-that notes never use ("what", "does") do not weigh like the rarest term."""
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _idf(num_docs: float, df: float) -> float:
+    return math.log((num_docs - df + 0.5) / (df + 0.5) + 1)
 
 
 def search(
@@ -139,16 +119,49 @@ def search(
     limit: int,
     only_ids: Sequence[int] | None = None,
 ) -> list[tuple[int, float, float, float]]:
-    """(chunk id, bm25, idf mass covered, idf mass of all query terms), best first."""
-    if not terms:
+    """(chunk id, bm25, idf mass covered, idf mass of all query terms), best first.
+
+    Two queries: the query terms' ids, document frequencies and the collection statistics first; then
+    the postings of just those term ids (inlined as constants, which DuckDB scans several times faster
+    than a join against a subquery), scored with the extension's BM25 (k1 = 1.2, b = 0.75).
+
+    The total IDF mass counts every query term: a term no chunk contains counts at the known terms'
+    mean IDF, so a chunk matching one word of a long question covers little of it, while question
+    words that notes never use ("what", "does") do not weigh like the rarest term.
+    """
+    if not terms or (only_ids is not None and not only_ids):
         return []
+    # Small, flat queries with the values inlined: DuckDB plans and runs these far faster than one
+    # query of nested CTEs with list parameters (about 3 ms against 11 ms here).
+    literals = ", ".join(_sql_string(t) for t in terms if t)
+    rows = con.execute(
+        f"SELECT q.term, d.termid, coalesce(d.df, 0) FROM "
+        f"(SELECT DISTINCT stem(unnest([{literals}]), 'porter') AS term) q "
+        f"LEFT JOIN {SCHEMA}.dict d ON d.term = q.term"
+    ).fetchall()
+    known = [(int(termid), float(df)) for _, termid, df in rows if termid is not None and df > 0]
+    if not known:
+        return []
+    stats = con.execute(f"SELECT num_docs, avgdl FROM {SCHEMA}.stats").fetchone() or (0, 1.0)
+    num_docs, avgdl = float(stats[0] or 0), float(stats[1] or 0) or 1.0
+    idf = {termid: _idf(num_docs, df) for termid, df in known}
+    mean_idf = sum(idf.values()) / len(idf)
+    total = sum(idf.values()) + (len(rows) - len(known)) * mean_idf
+    values = ", ".join(f"({termid}, {weight!r})" for termid, weight in idf.items())
+    id_list = ", ".join(str(termid) for termid in idf)
+    sql = (
+        "SELECT docs.name, "
+        f"sum(q.idf * t.tf * ({K1} + 1) / (t.tf + {K1} * (1 - {B} + {B} * docs.len / {avgdl!r}))) AS bm25, "
+        "sum(q.idf) AS covered "
+        f"FROM (SELECT docid, termid, count(*) AS tf FROM {SCHEMA}.terms WHERE termid IN ({id_list}) "
+        "GROUP BY docid, termid) t "
+        f"JOIN (VALUES {values}) q(termid, idf) ON q.termid = t.termid "
+        f"JOIN {SCHEMA}.docs docs ON docs.docid = t.docid "
+    )
     if only_ids is not None:
-        if not only_ids:
-            return []
-        rows = con.execute(
-            _QUERY + " WHERE id IN (SELECT unnest(?::BIGINT[])) ORDER BY bm25 DESC",
-            [list(terms), list(only_ids)],
-        ).fetchall()
+        sql += "WHERE docs.name IN (SELECT unnest(?::BIGINT[])) GROUP BY docs.name ORDER BY bm25 DESC"
+        scored = con.execute(sql, [list(only_ids)]).fetchall()
     else:
-        rows = con.execute(_QUERY + " ORDER BY bm25 DESC LIMIT ?", [list(terms), limit]).fetchall()
-    return [(int(i), float(s), float(c), float(t)) for i, s, c, t in rows]
+        sql += f"GROUP BY docs.name ORDER BY bm25 DESC LIMIT {int(limit)}"
+        scored = con.execute(sql).fetchall()
+    return [(int(i), float(b), float(c), total) for i, b, c in scored]

@@ -321,8 +321,20 @@ class ChunkStore:
     # -- retrieval statistics (history, not cache: kept across rebuilds) ---------------------------
     def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:
         """Append search results to ``retrievals`` (values in the table's column order)."""
-        if rows:
-            self.con.executemany("INSERT INTO retrievals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if not rows:
+            return
+        columns = list(zip(*rows, strict=True))
+        types = [pa.string(), pa.string(), pa.int32(), pa.int32(), pa.string(), pa.timestamp("us")]
+        types += [pa.float64()] * 5 + [pa.int32()]
+        names = ["chunk_key", "path", "start_line", "end_line", "query", "searched_at"]
+        names += ["vector", "text", "decay", "weight", "score", "rank"]
+        batch = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
+            {
+                name: pa.array(list(values), kind)
+                for name, values, kind in zip(names, columns, types, strict=True)
+            }
+        )
+        self.con.execute("INSERT INTO retrievals SELECT * FROM batch")
 
     def retrieval_table(self) -> pa.Table:
         return self.con.execute("SELECT * FROM retrievals").to_arrow_table()
