@@ -79,7 +79,8 @@ async function command(title) {
     await input.waitFor({ state: "visible", timeout: 5000 });
     await input.fill(`>${title}`);
     const row = page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first();
-    if (!(await row.isVisible({ timeout: 1500 }).catch(() => false))) return false;
+    // isVisible() returns at once; wait for the filtered row (commands register late on a cold start).
+    if (!(await row.waitFor({ state: "visible", timeout: 1500 }).then(() => true, () => false))) return false;
     await page.keyboard.press("Enter");
     return true;
   }, 60000, 1000);
@@ -190,7 +191,9 @@ try {
     const action = page.locator(".action-widget .monaco-list-row, .context-view .monaco-list-row", { hasText: /Redact secret/ }).first();
     await until("the Redact secret quick fix", async () => {
       await command("Quick Fix...");
-      return action.isVisible({ timeout: 3000 }).catch(() => false);
+      // isVisible() does not wait: give the widget time to render before asking again (asking again
+      // closes it).
+      return action.waitFor({ state: "visible", timeout: 5000 }).then(() => true, () => false);
     }, 30000, 500);
     await shot("redact");
     await action.click();
