@@ -32,9 +32,8 @@ async def run(workspace: Path, query: str, timeout: float) -> int:
     def on_create(params: Any) -> None:
         return None
 
-    @client.feature("mnemo/indexStatus")
-    def on_status(params: Any) -> None:
-        return None
+    for quiet in ("mnemo/indexStatus", "mnemo/approvalsChanged", types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS):
+        client.feature(quiet)(lambda params: None)
 
     @client.feature(types.WINDOW_LOG_MESSAGE)
     def on_log(params: types.LogMessageParams) -> None:
