@@ -29,7 +29,6 @@ from mnemo.memory_service import MemoryService
 from mnemo.vcs import BlameCache, CommitResult, HistoryEntry, MemoryRepo
 from mnemo.workspace.layout import FileKind
 
-PENDING_WAIT_S = 2.0
 STATS_CACHE_FILES = 256
 DIAGNOSTICS_WAIT_S = 30.0
 READ_WAIT_S = 1.0
