@@ -65,6 +65,7 @@ class MemoryService:
         self._pending_lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._buffers: dict[str, str] = {}
+        self._applying = False
         self.generation = 0
         """Bumped after every write to the index (sync, edits, retrieval statistics): caches key on it."""
         self.retrievals = RetrievalLog()
@@ -128,8 +129,9 @@ class MemoryService:
             self._timer.start()
 
     def has_pending(self) -> bool:
+        """Edits not yet in the index: queued, or taken by a writer that is still applying them."""
         with self._pending_lock:
-            return bool(self._pending)
+            return bool(self._pending) or self._applying
 
     def _apply_pending_quietly(self) -> None:
         try:
@@ -144,25 +146,34 @@ class MemoryService:
         try:
             with self._pending_lock:
                 pending, self._pending = self._pending, {}
-            if self.indexer.store is None:
+                self._applying = bool(pending)
+            try:
+                return self._apply(pending)
+            finally:
                 with self._pending_lock:
-                    self._pending = {**pending, **self._pending}
-                return True
-            for rel, text in pending.items():
-                memory_file = self.workspace.classify(rel)
-                if memory_file is None:
-                    continue
-                if text is not None:
-                    self.indexer.index_text(memory_file, text)
-                elif (self.workspace.root / rel).is_file():
-                    self.indexer.sync()  # cheap: only files whose mtime or size changed are read
-                else:
-                    self.indexer.remove(rel)
-            if pending:
-                self.generation += 1
-            return True
+                    self._applying = False
         finally:
             self._write_lock.release()
+
+    def _apply(self, pending: dict[str, str | None]) -> bool:
+        """Index taken-over pending edits (the caller holds the writer lock)."""
+        if self.indexer.store is None:
+            with self._pending_lock:
+                self._pending = {**pending, **self._pending}
+            return True
+        for rel, text in pending.items():
+            memory_file = self.workspace.classify(rel)
+            if memory_file is None:
+                continue
+            if text is not None:
+                self.indexer.index_text(memory_file, text)
+            elif (self.workspace.root / rel).is_file():
+                self.indexer.sync()  # cheap: only files whose mtime or size changed are read
+            else:
+                self.indexer.remove(rel)
+        if pending:
+            self.generation += 1
+        return True
 
     # -- queries --------------------------------------------------------------------------------
     def search(
