@@ -317,6 +317,13 @@ class MemoryService:
             "fileProblems": [{"path": p, "problem": m} for p, m in file_problems],
         }
 
+    def release_index(self) -> None:
+        """Close the index file so another process can write it; the next call that needs it reopens it."""
+        with self._write_lock:
+            self.indexer.close()
+            self.indexer.opened.clear()
+            self.index_state.state = "released"
+
     def close(self) -> None:
         with self._pending_lock:
             if self._timer is not None:

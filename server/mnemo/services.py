@@ -106,7 +106,7 @@ def build_tool_gate(
 def build_services(root: Path, *, provider: str | None = None) -> Services:
     """Read ``root/mnemo.toml`` once and build the services. Nothing heavy loads here."""
     settings, problems = load_settings(root)
-    problems = [p for p in problems if p.key != "policy"]  # [policy] is read by mnemo.policy.load_policy
+    problems = [p for p in problems if p.key not in ("policy", "gateway")]  # read by their own modules
     for problem in problems:
         log.warning("%s", problem)
     if provider is not None:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.config import AgentSettings
-from mnemo.memory_service import MemoryService
 
 from .compaction import Compactor, Thresholds
 from .context import ContextBuilder, TurnContext
@@ -24,7 +23,7 @@ from .memory_writer import MemoryWriter
 from .providers import ChatProvider
 from .sessions import Session, SessionKind, SessionStore
 from .tool_calls import DeltaGate, parse_tool_call, split_thoughts
-from .tools import ToolBox, ToolGate, args_text
+from .tools import MemoryAccess, ToolBox, ToolGate, args_text
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ class Agent:
     def __init__(
         self,
         root: Path,
-        memory: MemoryService,
+        memory: MemoryAccess,
         provider: ChatProvider,
         settings: AgentSettings | None = None,
         gate: ToolGate | None = None,

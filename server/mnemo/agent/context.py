@@ -16,12 +16,11 @@ from typing import Any
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
 from mnemo.markdown.frontmatter import parse_front_matter
-from mnemo.memory_service import MemoryService
 
 from .providers import ChatMessage, ChatProvider
 from .providers.base import MESSAGE_OVERHEAD_TOKENS
 from .sessions import Session
-from .tools import citation_of, format_hits
+from .tools import MemoryAccess, citation_of, format_hits
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ class ContextBuilder:
     def __init__(
         self,
         root: Path,
-        memory: MemoryService,
+        memory: MemoryAccess,
         provider: ChatProvider,
         *,
         recall_results: int = 4,

@@ -12,7 +12,6 @@ from typing import Any, Protocol
 
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
-from mnemo.memory_service import MemoryService
 from mnemo.workspace.layout import WorkspacePathError
 
 log = logging.getLogger(__name__)
@@ -30,6 +29,19 @@ class GateOutcome(Protocol):
     def output(self) -> str: ...
     @property
     def decision(self) -> str: ...
+
+
+class SearchResults(Protocol):
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+class MemoryAccess(Protocol):
+    """What the agent needs of memory: :class:`mnemo.memory_service.MemoryService`, or
+    :class:`mnemo.index_sharing.SharedMemory` in a process that is not the index writer."""
+
+    def search(self, query: str, *, max_results: int | None = None) -> SearchResults: ...
+
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]: ...
 
 
 class ToolGate(Protocol):
@@ -80,7 +92,7 @@ def format_hits(hits: list[dict[str, Any]], snippet_chars: int = 400) -> str:
 class ToolBox:
     """Runs one tool call. Never raises for a bad call: the error is the observation the model sees."""
 
-    def __init__(self, memory: MemoryService, root: Path, gate: ToolGate | None = None) -> None:
+    def __init__(self, memory: MemoryAccess, root: Path, gate: ToolGate | None = None) -> None:
         self.memory = memory
         self.root = root.resolve()
         self.gate = gate

@@ -1,0 +1,129 @@
+"""``mnemo gateway``: serve the agent and memory to chat channels over an authenticated WebSocket."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """\
+Serve the workspace's agent and memory to chat channels: JSON-RPC 2.0 over a WebSocket at
+ws://HOST:PORT/rpc (default 127.0.0.1:18789), a signed HTTP webhook at /hooks/<account>, and the
+channel plugins enabled in mnemo.toml ([gateway.channels.*]).
+
+Auth is challenge-response; no secret crosses the wire. Secrets come from the environment
+(MNEMO_GATEWAY_TOKEN: admin; MNEMO_GATEWAY_PASSWORD: user) or mnemo.toml, never from the command
+line. With neither, the gateway makes a token file (mode 0600, path printed at start) and listens
+on loopback only; a non-loopback --host is refused until a secret is configured.
+
+The editor's server and the gateway can run on one workspace at once: one of them writes the index,
+the other asks it. See docs/gateway.md.
+"""
+
+
+def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
+    p = sub.add_parser(
+        "gateway",
+        help="serve the agent and memory to chat channels (authenticated WebSocket JSON-RPC)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_common(p)
+    p.add_argument("--host", help="address to listen on (default: [gateway] host, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default: [gateway] port, 18789; 0 picks a free one)")
+    p.add_argument(
+        "--check", action="store_true", help="print the effective settings and channel states, then exit"
+    )
+    p.add_argument("--no-sync", action="store_true", help="do not index the workspace at start")
+    p.set_defaults(run=run_gateway)
+
+
+def _sync_loop(shared: Any, stop: threading.Event, every_s: float) -> None:
+    """While this process writes the index, pick up files changed by others (agents, channels, git)."""
+    while not stop.wait(every_s):
+        if shared.is_writer:
+            try:
+                shared.memory.sync()
+            except Exception as exc:  # the gateway keeps serving; the next round retries
+                log.warning("index sync failed: %s", exc)
+
+
+def run_gateway(args: argparse.Namespace) -> int:
+    from mnemo.gateway.auth import default_token_file, ensure_token_file
+    from mnemo.gateway.server import Gateway, check_bind
+    from mnemo.gateway.settings import load_gateway_settings
+    from mnemo.index_sharing import SharedMemory
+    from mnemo.services import build_services
+
+    root = args.workspace.resolve()
+    settings, problems = load_gateway_settings(root)
+    for problem in problems:
+        print(f"warning: mnemo.toml: {problem}", file=sys.stderr)
+    host = args.host or settings.host
+    check_bind(host, settings.auth.configured)
+    token_file = None
+    if not settings.auth.configured:
+        token_file = default_token_file()
+        settings.auth.token = ensure_token_file(token_file)
+        settings.auth.generated = True
+    services = build_services(root)
+    for problem in services.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    shared = SharedMemory(services.memory, role="gateway")
+    if not args.no_sync:
+        shared.on_writer = lambda: _quiet_sync(shared)
+    gateway = Gateway(root, settings, services.agent, shared, services.memory.indexer.dir / "gateway-sessions.json")
+    if args.check:
+        print(f"workspace  {root}\nlisten     {host}:{settings.port if args.port is None else args.port}")
+        print(f"auth       {', '.join(gateway.auth.methods())}" + (f" (token file {token_file})" if token_file else ""))
+        print(f"agents     {', '.join(a.id for a in settings.agents)} (default {settings.default_agent})")
+        for state in gateway.channel_states():
+            print(f"channel    {state['name']}: {state['state']} {state.get('problem', state.get('endpoint', ''))}")
+        services.close()
+        return 0
+    writer = shared.start()
+    stop = threading.Event()
+    threading.Thread(target=_sync_loop, args=(shared, stop, 15.0), daemon=True).start()
+    try:
+        return asyncio.run(_serve(gateway, host, args.port, token_file, writer))
+    finally:
+        stop.set()
+        shared.release()
+        services.close()
+
+
+def _quiet_sync(shared: Any) -> None:
+    try:
+        report = shared.memory.sync()
+        log.info("index up to date: %d file(s) indexed of %d", report.files_indexed, report.files_seen)
+    except Exception as exc:
+        log.warning("index sync failed: %s", exc)
+
+
+async def _serve(gateway: Any, host: str, port: int | None, token_file: Any, writer: bool) -> int:
+    bound = await gateway.start(host, port)
+    print(f"mnemo gateway on ws://{host}:{bound}/rpc (workspace {gateway.root})", file=sys.stderr, flush=True)
+    if token_file:
+        print(f"auth: token in {token_file} (mode 0600)", file=sys.stderr, flush=True)
+    print(
+        "index: " + ("this process writes it" if writer else "another mnemo process writes it; asking it"),
+        file=sys.stderr,
+        flush=True,
+    )
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stopped.set)
+    await stopped.wait()
+    print("mnemo gateway: stopping", file=sys.stderr, flush=True)
+    await gateway.stop()
+    return 0

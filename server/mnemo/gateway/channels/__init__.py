@@ -1,0 +1,1 @@
+"""Channel plugins: built-in web chat and webhook; optional Telegram, Slack and Discord adapters."""

@@ -1,0 +1,140 @@
+"""GatewayCore: a normalised message in, the agent's reply out — routing, session policy, lanes.
+
+Knows nothing of WebSockets or HTTP: channels and the JSON-RPC front call :meth:`GatewayCore.handle`,
+and deliver the :class:`GatewayReply` back where the message came from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .lanes import Lanes
+from .routing import InboundMessage, Route, Router
+from .session_table import SessionTable
+from .settings import GatewaySettings
+
+log = logging.getLogger(__name__)
+
+
+class ChatAgent(Protocol):
+    """What the gateway needs of :class:`mnemo.agent.Agent` (a scripted agent in load tests)."""
+
+    def chat(
+        self,
+        message: str,
+        session_id: str | None = None,
+        *,
+        kind: Any = "private",
+        on_delta: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Any: ...
+
+
+@dataclass
+class GatewayReply:
+    text: str
+    route: Route
+    session_id: str
+    fresh_session: bool = False
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str = "stop"
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "agent": self.route.agent,
+            "sessionKey": self.route.session_key,
+            "sessionId": self.session_id,
+            "kind": self.route.kind,
+            "matchedBy": self.route.matched_by,
+            "freshSession": self.fresh_session,
+            "citations": self.citations,
+            "finishReason": self.finish_reason,
+            "notes": self.notes,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+class GatewayCore:
+    def __init__(self, settings: GatewaySettings, agent: ChatAgent, table: SessionTable) -> None:
+        self.settings = settings
+        self.agent = agent
+        self.table = table
+        self.router = Router(settings)
+        self.lanes = Lanes(settings.max_concurrent, settings.queue_limit)
+        self.handled = 0
+
+    async def handle(
+        self,
+        message: InboundMessage,
+        *,
+        on_delta: Callable[[str], None] | None = None,
+        force_group: bool = False,
+    ) -> GatewayReply:
+        """Route ``message``, queue it in its session's lane, run the turn, return the reply."""
+        route = self.router.resolve(message, force_group=force_group)
+        started = time.perf_counter()
+        cancel = threading.Event()
+
+        def turn() -> GatewayReply:
+            return self._turn(message, route, on_delta, cancel)
+
+        try:
+            reply = await asyncio.wait_for(
+                self.lanes.run(route.session_key, turn), timeout=self.settings.turn_timeout_s
+            )
+        except (TimeoutError, asyncio.CancelledError):
+            cancel.set()  # the worker stops between tokens; the transcript keeps what was said
+            raise
+        reply.seconds = time.perf_counter() - started
+        self.handled += 1
+        return reply
+
+    def _turn(
+        self,
+        message: InboundMessage,
+        route: Route,
+        on_delta: Callable[[str], None] | None,
+        cancel: threading.Event,
+    ) -> GatewayReply:
+        policy = self.settings.agent(route.agent).sessions
+        text = message.text
+        if text.strip().lower() == "/new":
+            entry = self.table.reset(route.session_key)
+            session_id = entry.session_id if entry else self.table.use(
+                route.session_key, route.agent, route.kind, policy, time.time()
+            )[0].session_id
+            reply_text = "Started a new conversation."
+            if on_delta:
+                on_delta(reply_text)
+            return GatewayReply(reply_text, route, session_id, fresh_session=True)
+        entry, fresh = self.table.use(route.session_key, route.agent, route.kind, policy, time.time())
+        if message.attachments:
+            listed = ", ".join(f"{a.kind} {a.name or a.url}".strip() for a in message.attachments)
+            text = f"{text}\n\n[attachments: {listed}]"
+        result = self.agent.chat(
+            text, entry.session_id, kind=route.kind, on_delta=on_delta, cancel=cancel
+        )
+        return GatewayReply(
+            str(getattr(result, "text", result)),
+            route,
+            entry.session_id,
+            fresh_session=fresh,
+            citations=list(getattr(result, "citations", [])),
+            finish_reason=str(getattr(result, "finish_reason", "stop")),
+            notes=list(getattr(result, "notes", [])),
+        )
+
+    def stats(self) -> dict[str, Any]:
+        return {"handled": self.handled, **self.lanes.stats()}
+
+    def close(self) -> None:
+        self.lanes.close()

@@ -1,0 +1,242 @@
+"""The gateway's JSON-RPC 2.0 methods over WebSocket (``/rpc``): login, chat, memory, sessions, admin.
+
+Each connection starts as a guest that may only call ``health``, ``auth.challenge`` and ``auth.login``;
+the role its login grants (or a lower one it asks for) decides the rest (:data:`~.auth.PERMISSIONS`).
+Requests run concurrently per connection, so a long ``chat.send`` never holds up a ``health``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import WSMsgType, web
+
+from mnemo.errors import MnemoError
+
+from .auth import AuthError, Challenge, RateLimited, lower_role, role_allows
+from .channels.webchat import webchat_message
+from .lanes import LaneFull
+
+if TYPE_CHECKING:
+    from .server import Gateway
+
+log = logging.getLogger(__name__)
+
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+SERVER_ERROR, FORBIDDEN, AUTH_FAILED, BUSY, RATE_LIMITED = -32000, -32001, -32002, -32003, -32029
+MAX_MESSAGE_BYTES = 1_000_000
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+@dataclass(eq=False)
+class Connection:
+    ws: web.WebSocketResponse
+    address: str
+    role: str | None = None
+    principal: str = ""
+    challenge: Challenge | None = None
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if not self.ws.closed:
+            await self.ws.send_str(json.dumps({"jsonrpc": "2.0", "method": method, "params": params}))
+
+
+Handler = Callable[["Connection", dict[str, Any]], Awaitable[Any]]
+
+
+def _params(raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], dict):
+        return raw[0]
+    raise RpcError(INVALID_PARAMS, "params must be an object (named parameters)")
+
+
+def _text(params: dict[str, Any], key: str, *, required: bool = True) -> str:
+    value = params.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise RpcError(INVALID_PARAMS, f"'{key}' must be a non-empty string")
+    return value
+
+
+class RpcFront:
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.methods: dict[str, Handler] = {
+            "health": self.health,
+            "auth.challenge": self.challenge,
+            "auth.login": self.login,
+            "whoami": self.whoami,
+            "chat.send": self.chat_send,
+            "chat.history": self.chat_history,
+            "sessions.list": self.sessions_list,
+            "sessions.reset": self.sessions_reset,
+            "memory.search": self.memory_search,
+            "memory.get": self.memory_get,
+            "routes.list": self.routes_list,
+            "routes.resolve": self.routes_resolve,
+            "channels.list": self.channels_list,
+            "status": self.status,
+        }
+        self.connections: set[Connection] = set()
+
+    # -- transport ----------------------------------------------------------------------------------
+    async def handle_ws(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, heartbeat=30)
+        await ws.prepare(request)
+        conn = Connection(ws, request.remote or "?")
+        self.connections.add(conn)
+        try:
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                task = asyncio.create_task(self._answer(conn, msg.data))
+                conn.tasks.add(task)
+                task.add_done_callback(conn.tasks.discard)
+        finally:
+            self.connections.discard(conn)
+            for task in list(conn.tasks):
+                task.cancel()
+        return ws
+
+    async def _answer(self, conn: Connection, data: str) -> None:
+        request_id: Any = None
+        try:
+            try:
+                message = json.loads(data)
+            except ValueError as exc:
+                raise RpcError(PARSE_ERROR, f"not JSON: {exc}") from exc
+            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                raise RpcError(INVALID_REQUEST, "expected one JSON-RPC 2.0 request object")
+            request_id = message.get("id")
+            method = message.get("method")
+            if not isinstance(method, str) or method not in self.methods:
+                raise RpcError(METHOD_NOT_FOUND, f"unknown method {method!r}")
+            if not role_allows(conn.role, method):
+                raise RpcError(
+                    FORBIDDEN,
+                    f"{method} is not allowed for "
+                    + (f"role {conn.role}" if conn.role else "a connection that has not logged in"),
+                )
+            result = await self.methods[method](conn, _params(message.get("params")))
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        except RpcError as exc:
+            reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": exc.code, "message": exc.message}}
+            if exc.data is not None:
+                reply["error"]["data"] = exc.data
+        except asyncio.CancelledError:
+            raise
+        except LaneFull as exc:
+            reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": BUSY, "message": str(exc)}}
+        except (MnemoError, OSError, ValueError) as exc:
+            reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": SERVER_ERROR, "message": str(exc)}}
+        except Exception as exc:  # a bug must not take the connection down
+            log.exception("gateway method failed")
+            reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": SERVER_ERROR, "message": repr(exc)}}
+        if request_id is not None and not conn.ws.closed:
+            await conn.ws.send_str(json.dumps(reply, ensure_ascii=False))
+
+    # -- auth ---------------------------------------------------------------------------------------
+    async def health(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "version": self.gateway.version, "loggedIn": conn.role is not None}
+
+    async def challenge(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        conn.challenge, public = self.gateway.auth.challenge()
+        return public
+
+    async def login(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        challenge, conn.challenge = conn.challenge, None  # one login per challenge, right or wrong
+        try:
+            granted = self.gateway.auth.login(
+                challenge, _text(params, "method"), _text(params, "proof"), conn.address
+            )
+        except RateLimited as exc:
+            raise RpcError(RATE_LIMITED, str(exc), {"retryAfter": round(exc.retry_after_s, 1)}) from exc
+        except AuthError as exc:
+            log.warning("failed gateway login from %s: %s", conn.address, exc)
+            raise RpcError(AUTH_FAILED, str(exc)) from exc
+        asked = params.get("role")
+        conn.role = lower_role(granted, asked if isinstance(asked, str) else None)
+        conn.principal = str(params.get("name") or f"{params['method']}@{conn.address}")[:120]
+        return {"role": conn.role, "principal": conn.principal}
+
+    async def whoami(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return {"role": conn.role, "principal": conn.principal, "address": conn.address}
+
+    # -- chat and memory ----------------------------------------------------------------------------
+    async def chat_send(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        _text(params, "text")
+        message = webchat_message(params, conn.principal)
+        loop = asyncio.get_running_loop()
+        stream = bool(params.get("stream", True))
+
+        def on_delta(delta: str) -> None:
+            if stream:
+                asyncio.run_coroutine_threadsafe(conn.notify("chat.delta", {"delta": delta, "peer": message.peer}), loop)
+
+        reply = await self.gateway.core.handle(message, on_delta=on_delta, force_group=conn.role == "guest")
+        return reply.as_dict()
+
+    async def chat_history(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self.gateway.history(_text(params, "sessionKey"), int(params.get("limit", 50)))
+
+    async def memory_search(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        query = _text(params, "query")
+        limit = params.get("maxResults")
+        return await self.gateway.memory_search(query, limit if isinstance(limit, int) else None)
+
+    async def memory_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        start, lines = params.get("from"), params.get("lines")
+        return await self.gateway.memory_get(
+            _text(params, "path"),
+            start if isinstance(start, int) else None,
+            lines if isinstance(lines, int) else None,
+        )
+
+    # -- sessions and admin -------------------------------------------------------------------------
+    async def sessions_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return {"sessions": self.gateway.core.table.list()}
+
+    async def sessions_reset(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        entry = self.gateway.core.table.reset(_text(params, "sessionKey"))
+        if entry is None:
+            raise RpcError(INVALID_PARAMS, "no such session key")
+        return {"sessionKey": entry.key, "sessionId": entry.session_id}
+
+    async def routes_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        s = self.gateway.settings
+        return {
+            "defaultAgent": s.default_agent,
+            "agents": [a.id for a in s.agents],
+            "routes": [{"agent": r.agent, **r.match} for r in s.routes],
+        }
+
+    async def routes_resolve(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        message = webchat_message(params, str(params.get("peer") or "anonymous"))
+        message.channel = str(params.get("channel") or "webchat")
+        for key, attr in (("guild", "guild"), ("team", "team"), ("parentThread", "parent_thread")):
+            setattr(message, attr, str(params.get(key, "")))
+        route = self.gateway.core.router.resolve(message)
+        return {"agent": route.agent, "sessionKey": route.session_key, "matchedBy": route.matched_by,
+                "kind": route.kind}
+
+    async def channels_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return {"channels": self.gateway.channel_states()}
+
+    async def status(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self.gateway.status()

@@ -1,0 +1,197 @@
+"""The gateway process: an aiohttp application with the JSON-RPC WebSocket, webhooks and channels.
+
+``GET /health`` (no auth, no details), ``GET /rpc`` (WebSocket, JSON-RPC 2.0, see :mod:`.rpc`), and
+whatever routes the enabled channels mount (``POST /hooks/<account>`` for the webhook channel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from mnemo import __version__
+from mnemo.errors import MnemoError
+
+from .auth import Authenticator
+from .channels.base import Channel, ChannelError, load_channel_class
+from .core import ChatAgent, GatewayCore, GatewayReply
+from .routing import InboundMessage
+from .session_table import SessionTable
+from .settings import GatewaySettings
+
+log = logging.getLogger(__name__)
+
+
+class MemoryReader(Protocol):
+    def search(self, query: str, *, max_results: int | None = None) -> Any: ...
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]: ...
+    def status(self) -> dict[str, Any]: ...
+
+
+class BindRefused(MnemoError):
+    """A non-loopback address without configured auth."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        try:
+            return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+        except (OSError, ValueError):
+            return False
+
+
+def check_bind(host: str, auth_configured: bool) -> None:
+    if not is_loopback(host) and not auth_configured:
+        raise BindRefused(
+            f"refusing to listen on {host}, which other machines can reach, without auth: set "
+            "MNEMO_GATEWAY_TOKEN or MNEMO_GATEWAY_PASSWORD (or [gateway.auth] in mnemo.toml) first"
+        )
+
+
+class Gateway:
+    """Wires auth, the core (routing, lanes, sessions), the RPC front and the channels."""
+
+    def __init__(
+        self,
+        root: Path,
+        settings: GatewaySettings,
+        agent: ChatAgent,
+        memory: MemoryReader,
+        table_path: Path,
+    ) -> None:
+        from .rpc import RpcFront
+
+        self.root = root
+        self.settings = settings
+        self.version = __version__
+        self.memory = memory
+        self.auth = Authenticator(settings.auth)
+        self.core = GatewayCore(settings, agent, SessionTable(table_path))
+        self.rpc = RpcFront(self)
+        self.channels: dict[str, Channel] = {}
+        self.channel_problems: dict[str, str] = {}
+        self.app = web.Application(client_max_size=1_000_000)
+        self.app.router.add_get("/health", self._health)
+        self.app.router.add_get("/rpc", self.rpc.handle_ws)
+        self._load_channels()
+        self._runner: web.AppRunner | None = None
+
+    # -- ChannelHost ----------------------------------------------------------------------------------
+    async def dispatch(
+        self, message: InboundMessage, *, on_delta: Callable[[str], None] | None = None
+    ) -> GatewayReply:
+        return await self.core.handle(message, on_delta=on_delta)
+
+    def secret(self, channel: str, config: dict[str, Any], key: str, env_default: str) -> str:
+        env_name = str(config.get(f"{key}_env") or env_default)
+        return os.environ.get(env_name) or str(config.get(key) or "")
+
+    def check_address(self, address: str) -> None:
+        self.auth.limiter.check(address)
+
+    def auth_failed(self, address: str) -> None:
+        log.warning("failed channel authentication from %s", address)
+        self.auth.limiter.fail(address)
+
+    # -- channels ---------------------------------------------------------------------------------------
+    def _load_channels(self) -> None:
+        for name, config in self.settings.channels.items():
+            if not config.get("enabled", True):
+                continue
+            try:
+                channel = load_channel_class(name)(self, config)
+            except ChannelError as exc:
+                self.channel_problems[name] = str(exc)
+                log.warning("channel %s is off: %s", name, exc)
+                continue
+            channel.mount(self.app)
+            self.channels[name] = channel
+
+    def channel_states(self) -> list[dict[str, Any]]:
+        states = [{**c.describe(), "state": "on"} for c in self.channels.values()]
+        states += [{"name": n, "state": "off", "problem": p} for n, p in self.channel_problems.items()]
+        return states
+
+    # -- memory and sessions (blocking work off the event loop) ---------------------------------------
+    async def memory_search(self, query: str, max_results: int | None) -> dict[str, Any]:
+        outcome = await asyncio.to_thread(self.memory.search, query, max_results=max_results)
+        return dict(outcome.as_dict())
+
+    async def memory_get(self, path: str, start: int | None, lines: int | None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.memory.get, path, start, lines)
+
+    async def history(self, session_key: str, limit: int) -> dict[str, Any]:
+        entry = self.core.table.get(session_key)
+        if entry is None:
+            return {"sessionKey": session_key, "messages": []}
+        path = self.root / "sessions" / f"{entry.session_id}.jsonl"
+
+        def read() -> list[dict[str, Any]]:
+            out = []
+            try:
+                for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        continue
+                    if event.get("type") in ("user", "assistant"):
+                        out.append({"role": event["type"], "text": event.get("text", ""), "ts": event.get("ts")})
+            except FileNotFoundError:
+                pass
+            return out[-max(1, min(limit, 500)) :]
+
+        return {"sessionKey": session_key, "sessionId": entry.session_id, "messages": await asyncio.to_thread(read)}
+
+    async def status(self) -> dict[str, Any]:
+        memory = await asyncio.to_thread(self.memory.status)
+        return {
+            "version": self.version,
+            "workspace": str(self.root),
+            "lanes": self.core.stats(),
+            "connections": len(self.rpc.connections),
+            "channels": self.channel_states(),
+            "memory": memory,
+        }
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    # -- running ----------------------------------------------------------------------------------------
+    async def start(self, host: str | None = None, port: int | None = None) -> int:
+        """Listen; returns the port (useful with port 0)."""
+        host = host or self.settings.host
+        check_bind(host, self.settings.auth.configured)
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, self.settings.port if port is None else port)
+        await site.start()
+        for channel in self.channels.values():
+            await channel.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        return int(sockets[0].getsockname()[1]) if sockets else int(self.settings.port)
+
+    async def stop(self) -> None:
+        for channel in self.channels.values():
+            try:
+                await channel.stop()
+            except Exception:  # stopping one channel must not keep the others running
+                log.exception("channel %s did not stop cleanly", channel.name)
+        for conn in list(self.rpc.connections):
+            await conn.ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self.core.close()
