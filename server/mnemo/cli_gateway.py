@@ -75,18 +75,25 @@ def run_gateway(args: argparse.Namespace) -> int:
         settings.auth.token = ensure_token_file(token_file)
         settings.auth.generated = True
     services = build_services(root)
-    for problem in services.problems:
-        print(f"warning: {problem}", file=sys.stderr)
+    for config_problem in services.problems:
+        print(f"warning: {config_problem}", file=sys.stderr)
     shared = SharedMemory(services.memory, role="gateway")
     if not args.no_sync:
         shared.on_writer = lambda: _quiet_sync(shared)
-    gateway = Gateway(root, settings, services.agent, shared, services.memory.indexer.dir / "gateway-sessions.json")
+    gateway = Gateway(
+        root, settings, services.agent, shared, services.memory.indexer.dir / "gateway-sessions.json"
+    )
     if args.check:
         print(f"workspace  {root}\nlisten     {host}:{settings.port if args.port is None else args.port}")
-        print(f"auth       {', '.join(gateway.auth.methods())}" + (f" (token file {token_file})" if token_file else ""))
+        print(
+            f"auth       {', '.join(gateway.auth.methods())}"
+            + (f" (token file {token_file})" if token_file else "")
+        )
         print(f"agents     {', '.join(a.id for a in settings.agents)} (default {settings.default_agent})")
         for state in gateway.channel_states():
-            print(f"channel    {state['name']}: {state['state']} {state.get('problem', state.get('endpoint', ''))}")
+            print(
+                f"channel    {state['name']}: {state['state']} {state.get('problem', state.get('endpoint', ''))}"
+            )
         services.close()
         return 0
     writer = shared.start()

@@ -60,7 +60,9 @@ async def start_gateway(
     monkeypatch.setenv("MNEMO_WEBHOOK_SECRET", WEBHOOK_SECRET)
     started: list[Gateway] = []
 
-    async def start(raw: dict[str, Any] | None = None, reply: Any = echo, root: Path | None = None) -> Running:
+    async def start(
+        raw: dict[str, Any] | None = None, reply: Any = echo, root: Path | None = None
+    ) -> Running:
         ws_root = root or sample_workspace
         services = services_factory(ws_root)
         services.memory.sync()
@@ -71,7 +73,9 @@ async def start_gateway(
         )
         assert problems == []
         settings.auth.pbkdf2_iterations = 1000  # fast tests; the default is 100,000
-        gateway = Gateway(ws_root, settings, agent, services.memory, ws_root / ".mnemo" / "gateway-sessions.json")
+        gateway = Gateway(
+            ws_root, settings, agent, services.memory, ws_root / ".mnemo" / "gateway-sessions.json"
+        )
         port = await gateway.start("127.0.0.1", 0)
         started.append(gateway)
         return Running(gateway, f"ws://127.0.0.1:{port}/rpc", f"http://127.0.0.1:{port}", provider, ws_root)

@@ -92,7 +92,9 @@ async def test_the_secret_never_crosses_the_wire(start_gateway: Any) -> None:
     client._client.send_str = spy  # type: ignore[method-assign]
     try:
         challenge = await client.auth.challenge()
-        proof = client_proof("password", PASSWORD, challenge["nonce"], challenge["salt"], challenge["iterations"])
+        proof = client_proof(
+            "password", PASSWORD, challenge["nonce"], challenge["salt"], challenge["iterations"]
+        )
         assert (await client.auth.login(method="password", proof=proof))["role"] == "user"
         assert sent and not any(PASSWORD in s or TOKEN in s for s in sent)
     finally:
@@ -106,7 +108,9 @@ async def test_failed_logins_are_rate_limited_per_address(start_gateway: Any) ->
         for _ in range(3):
             challenge = await client.auth.challenge()
             with pytest.raises(ProtocolError) as exc:
-                await client.auth.login(method="token", proof=client_proof("token", "nope", challenge["nonce"]))
+                await client.auth.login(
+                    method="token", proof=client_proof("token", "nope", challenge["nonce"])
+                )
             assert code_of(exc) == AUTH_FAILED
         challenge = await client.auth.challenge()
         with pytest.raises(ProtocolError) as exc:  # even the right proof is refused now

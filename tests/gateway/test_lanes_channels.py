@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
 import time
@@ -50,12 +51,15 @@ async def test_one_session_runs_in_order_and_sessions_run_side_by_side(start_gat
     for peer in "ab":
         spans = [s for s in recorder.spans if s[0].startswith(peer)]
         assert [s[0] for s in sorted(spans, key=lambda s: s[1])] == [f"{peer}{i}" for i in range(4)]
-        for earlier, later in zip(sorted(spans, key=lambda s: s[1]), sorted(spans, key=lambda s: s[1])[1:]):
+        ordered = sorted(spans, key=lambda s: s[1])
+        for earlier, later in itertools.pairwise(ordered):
             assert later[1] >= earlier[2], "two turns of one session overlapped"
     alice = [s for s in recorder.spans if s[0].startswith("a")]
     bob = [s for s in recorder.spans if s[0].startswith("b")]
     assert any(a[1] < b[2] and b[1] < a[2] for a in alice for b in bob), "sessions never ran at the same time"
-    assert len({r["sessionId"] for r in replies[:4]}) == 1 and replies[0]["sessionId"] != replies[4]["sessionId"]
+    assert (
+        len({r["sessionId"] for r in replies[:4]}) == 1 and replies[0]["sessionId"] != replies[4]["sessionId"]
+    )
 
 
 async def test_a_full_lane_refuses_with_a_clear_error(start_gateway: Any) -> None:
@@ -67,7 +71,8 @@ async def test_a_full_lane_refuses_with_a_clear_error(start_gateway: Any) -> Non
     client = await login(gw.url)
     try:
         results = await asyncio.gather(
-            *[client.chat.send(text=f"m{i}", peer="p", stream=False) for i in range(4)], return_exceptions=True
+            *[client.chat.send(text=f"m{i}", peer="p", stream=False) for i in range(4)],
+            return_exceptions=True,
         )
     finally:
         await client.close()
@@ -112,14 +117,20 @@ async def test_replies_stream_as_notifications_and_history_and_new(start_gateway
 
 
 async def _post(base: str, body: bytes, headers: dict[str, str], account: str = "ci") -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as http, http.post(f"{base}/hooks/{account}", data=body, headers=headers) as r:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{base}/hooks/{account}", data=body, headers=headers) as r,
+    ):
         return r.status, await r.json()
 
 
 def _signed(body: bytes, secret: str = WEBHOOK_SECRET, ts: int | None = None) -> dict[str, str]:
     stamp = str(int(time.time()) if ts is None else ts)
-    return {"X-Mnemo-Timestamp": stamp, "X-Mnemo-Signature": sign(secret, stamp, body),
-            "Content-Type": "application/json"}
+    return {
+        "X-Mnemo-Timestamp": stamp,
+        "X-Mnemo-Signature": sign(secret, stamp, body),
+        "Content-Type": "application/json",
+    }
 
 
 async def test_webhook_answers_signed_requests_and_refuses_the_rest(start_gateway: Any) -> None:
@@ -140,7 +151,9 @@ async def test_webhook_answers_signed_requests_and_refuses_the_rest(start_gatewa
     assert status == 400 and "required" in err["error"]
 
 
-async def test_webhook_channel_stays_off_without_a_secret(start_gateway: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_webhook_channel_stays_off_without_a_secret(
+    start_gateway: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("MNEMO_WEBHOOK_SECRET")
     gw = await start_gateway()
     states = {s["name"]: s for s in gw.gateway.channel_states()}

@@ -9,8 +9,15 @@ from mnemo.gateway.session_table import SessionTable, is_stale
 from mnemo.gateway.settings import SessionPolicy, gateway_settings_from_dict
 
 RAW = {
-    "agents": [{"id": "main", "default": True}, {"id": "work"}, {"id": "family"}, {"id": "ops"},
-               {"id": "support"}, {"id": "bot"}, {"id": "vip"}],
+    "agents": [
+        {"id": "main", "default": True},
+        {"id": "work"},
+        {"id": "family"},
+        {"id": "ops"},
+        {"id": "support"},
+        {"id": "bot"},
+        {"id": "vip"},
+    ],
     "routes": [
         {"agent": "bot", "channel": "telegram"},
         {"agent": "support", "channel": "slack", "account": "helpdesk"},
@@ -72,9 +79,15 @@ def test_session_ids_are_safe_file_names_and_distinct() -> None:
 
 def test_bad_routes_and_agents_are_reported_and_skipped() -> None:
     settings, problems = gateway_settings_from_dict(
-        {"routes": [{"agent": "nobody", "peer": "x"}, {"agent": "main"}, {"agent": "main", "colour": "red",
-                                                                          "peer": "p"}],
-         "session": {"reset": "hourly"}, "port": "x"},
+        {
+            "routes": [
+                {"agent": "nobody", "peer": "x"},
+                {"agent": "main"},
+                {"agent": "main", "colour": "red", "peer": "p"},
+            ],
+            "session": {"reset": "hourly"},
+            "port": "x",
+        },
         {},
     )
     text = "\n".join(problems)

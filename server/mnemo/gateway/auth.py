@@ -29,8 +29,7 @@ NONCE_TTL_S = 60.0
 ANYONE = frozenset({"auth.challenge", "auth.login", "health"})
 PERMISSIONS: dict[str, frozenset[str]] = {
     "guest": ANYONE | {"whoami", "chat.send"},
-    "user": ANYONE
-    | {"whoami", "chat.send", "chat.history", "sessions.list", "memory.search", "memory.get"},
+    "user": ANYONE | {"whoami", "chat.send", "chat.history", "sessions.list", "memory.search", "memory.get"},
     "admin": ANYONE
     | {
         "whoami",

@@ -109,9 +109,13 @@ class GatewayCore:
         text = message.text
         if text.strip().lower() == "/new":
             entry = self.table.reset(route.session_key)
-            session_id = entry.session_id if entry else self.table.use(
-                route.session_key, route.agent, route.kind, policy, time.time()
-            )[0].session_id
+            session_id = (
+                entry.session_id
+                if entry
+                else self.table.use(route.session_key, route.agent, route.kind, policy, time.time())[
+                    0
+                ].session_id
+            )
             reply_text = "Started a new conversation."
             if on_delta:
                 on_delta(reply_text)
@@ -120,9 +124,7 @@ class GatewayCore:
         if message.attachments:
             listed = ", ".join(f"{a.kind} {a.name or a.url}".strip() for a in message.attachments)
             text = f"{text}\n\n[attachments: {listed}]"
-        result = self.agent.chat(
-            text, entry.session_id, kind=route.kind, on_delta=on_delta, cancel=cancel
-        )
+        result = self.agent.chat(text, entry.session_id, kind=route.kind, on_delta=on_delta, cancel=cancel)
         return GatewayReply(
             str(getattr(result, "text", result)),
             route,

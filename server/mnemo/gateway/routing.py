@@ -99,7 +99,9 @@ class Router:
                 matched_by = ROUTE_FIELDS[rule.specificity()]
                 break
         group = message.group or force_group
-        return Route(agent, self.session_key(agent, message, group), matched_by, "group" if group else "private")
+        return Route(
+            agent, self.session_key(agent, message, group), matched_by, "group" if group else "private"
+        )
 
     def session_key(self, agent: str, m: InboundMessage, group: bool) -> str:
         if group:

@@ -147,7 +147,11 @@ class RpcFront:
             reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": SERVER_ERROR, "message": str(exc)}}
         except Exception as exc:  # a bug must not take the connection down
             log.exception("gateway method failed")
-            reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": SERVER_ERROR, "message": repr(exc)}}
+            reply = {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": SERVER_ERROR, "message": repr(exc)},
+            }
         if request_id is not None and not conn.ws.closed:
             await conn.ws.send_str(json.dumps(reply, ensure_ascii=False))
 
@@ -187,7 +191,9 @@ class RpcFront:
 
         def on_delta(delta: str) -> None:
             if stream:
-                asyncio.run_coroutine_threadsafe(conn.notify("chat.delta", {"delta": delta, "peer": message.peer}), loop)
+                asyncio.run_coroutine_threadsafe(
+                    conn.notify("chat.delta", {"delta": delta, "peer": message.peer}), loop
+                )
 
         reply = await self.gateway.core.handle(message, on_delta=on_delta, force_group=conn.role == "guest")
         return reply.as_dict()
@@ -232,8 +238,12 @@ class RpcFront:
         for key, attr in (("guild", "guild"), ("team", "team"), ("parentThread", "parent_thread")):
             setattr(message, attr, str(params.get(key, "")))
         route = self.gateway.core.router.resolve(message)
-        return {"agent": route.agent, "sessionKey": route.session_key, "matchedBy": route.matched_by,
-                "kind": route.kind}
+        return {
+            "agent": route.agent,
+            "sessionKey": route.session_key,
+            "matchedBy": route.matched_by,
+            "kind": route.kind,
+        }
 
     async def channels_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return {"channels": self.gateway.channel_states()}

@@ -48,7 +48,9 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         try:
-            return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+            return all(
+                ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None)
+            )
         except (OSError, ValueError):
             return False
 
@@ -148,12 +150,18 @@ class Gateway:
                     except ValueError:
                         continue
                     if event.get("type") in ("user", "assistant"):
-                        out.append({"role": event["type"], "text": event.get("text", ""), "ts": event.get("ts")})
+                        out.append(
+                            {"role": event["type"], "text": event.get("text", ""), "ts": event.get("ts")}
+                        )
             except FileNotFoundError:
                 pass
             return out[-max(1, min(limit, 500)) :]
 
-        return {"sessionKey": session_key, "sessionId": entry.session_id, "messages": await asyncio.to_thread(read)}
+        return {
+            "sessionKey": session_key,
+            "sessionId": entry.session_id,
+            "messages": await asyncio.to_thread(read),
+        }
 
     async def status(self) -> dict[str, Any]:
         memory = await asyncio.to_thread(self.memory.status)

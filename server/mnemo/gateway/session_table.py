@@ -62,7 +62,11 @@ class SessionTable:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
             for key, item in raw.get("sessions", {}).items():
                 self._entries[key] = SessionEntry(
-                    key, item["agent"], item["kind"], int(item["generation"]), float(item["last"]),
+                    key,
+                    item["agent"],
+                    item["kind"],
+                    int(item["generation"]),
+                    float(item["last"]),
                     int(item.get("messages", 0)),
                 )
         except FileNotFoundError:
@@ -73,8 +77,13 @@ class SessionTable:
     def _save(self) -> None:
         data = {
             "sessions": {
-                k: {"agent": e.agent, "kind": e.kind, "generation": e.generation, "last": e.last,
-                    "messages": e.messages}
+                k: {
+                    "agent": e.agent,
+                    "kind": e.kind,
+                    "generation": e.generation,
+                    "last": e.last,
+                    "messages": e.messages,
+                }
                 for k, e in self._entries.items()
             }
         }
@@ -83,7 +92,9 @@ class SessionTable:
         tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, self.path)
 
-    def use(self, key: str, agent: str, kind: str, policy: SessionPolicy, now: float) -> tuple[SessionEntry, bool]:
+    def use(
+        self, key: str, agent: str, kind: str, policy: SessionPolicy, now: float
+    ) -> tuple[SessionEntry, bool]:
         """The entry for ``key`` after a message at ``now``; True when the policy started a fresh one."""
         with self._lock:
             entry = self._entries.get(key)
@@ -116,7 +127,14 @@ class SessionTable:
     def list(self) -> list[dict[str, Any]]:
         with self._lock:
             return [
-                {"sessionKey": e.key, "sessionId": e.session_id, "agent": e.agent, "kind": e.kind,
-                 "generation": e.generation, "last": e.last, "messages": e.messages}
+                {
+                    "sessionKey": e.key,
+                    "sessionId": e.session_id,
+                    "agent": e.agent,
+                    "kind": e.kind,
+                    "generation": e.generation,
+                    "last": e.last,
+                    "messages": e.messages,
+                }
                 for e in sorted(self._entries.values(), key=lambda e: -e.last)
             ]

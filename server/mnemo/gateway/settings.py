@@ -100,7 +100,9 @@ class GatewaySettings:
         return AgentProfile(agent_id)
 
 
-def _take(table: Mapping[str, Any], key: str, kind: type, default: Any, problems: list[str], where: str) -> Any:
+def _take(
+    table: Mapping[str, Any], key: str, kind: type, default: Any, problems: list[str], where: str
+) -> Any:
     value = table.get(key, default)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
@@ -117,10 +119,16 @@ def _choice(value: str, choices: tuple[str, ...], default: str, problems: list[s
     return default
 
 
-def _session_policy(table: Mapping[str, Any], base: SessionPolicy, problems: list[str], where: str) -> SessionPolicy:
+def _session_policy(
+    table: Mapping[str, Any], base: SessionPolicy, problems: list[str], where: str
+) -> SessionPolicy:
     policy = SessionPolicy(base.dm_scope, base.reset, base.reset_hour, base.idle_minutes)
     policy.dm_scope = _choice(
-        _take(table, "dm_scope", str, base.dm_scope, problems, where), DM_SCOPES, base.dm_scope, problems, where
+        _take(table, "dm_scope", str, base.dm_scope, problems, where),
+        DM_SCOPES,
+        base.dm_scope,
+        problems,
+        where,
     )
     policy.reset = _choice(
         _take(table, "reset", str, base.reset, problems, where), RESETS, base.reset, problems, where
@@ -154,7 +162,9 @@ def gateway_settings_from_dict(
         for key in ("token_role", "password_role"):
             value = _take(auth_raw, key, str, getattr(auth, key), problems, "gateway.auth")
             setattr(auth, key, _choice(value, ROLES, getattr(auth, key), problems, f"gateway.auth.{key}"))
-        auth.max_failures = max(1, _take(auth_raw, "max_failures", int, auth.max_failures, problems, "gateway.auth"))
+        auth.max_failures = max(
+            1, _take(auth_raw, "max_failures", int, auth.max_failures, problems, "gateway.auth")
+        )
         auth.failure_window_s = max(
             1.0, _take(auth_raw, "failure_window_s", float, auth.failure_window_s, problems, "gateway.auth")
         )
@@ -162,8 +172,12 @@ def gateway_settings_from_dict(
     auth.password = env.get("MNEMO_GATEWAY_PASSWORD") or auth.password
     s.auth = auth
 
-    base = _session_policy(raw.get("session", {}) if isinstance(raw.get("session"), dict) else {},
-                           SessionPolicy(), problems, "gateway.session")
+    base = _session_policy(
+        raw.get("session", {}) if isinstance(raw.get("session"), dict) else {},
+        SessionPolicy(),
+        problems,
+        "gateway.session",
+    )
     agents_raw = raw.get("agents", [])
     agents: list[AgentProfile] = []
     if isinstance(agents_raw, list):
@@ -171,7 +185,9 @@ def gateway_settings_from_dict(
             if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not item["id"]:
                 problems.append(f"gateway.agents[{i}]: needs an id string; skipped")
                 continue
-            agents.append(AgentProfile(item["id"], _session_policy(item, base, problems, f"gateway.agents[{i}]")))
+            agents.append(
+                AgentProfile(item["id"], _session_policy(item, base, problems, f"gateway.agents[{i}]"))
+            )
             if item.get("default") is True:
                 s.default_agent = item["id"]
     if not agents:
@@ -207,7 +223,9 @@ def gateway_settings_from_dict(
     return s, problems
 
 
-def load_gateway_settings(workspace: Path, env: Mapping[str, str] | None = None) -> tuple[GatewaySettings, list[str]]:
+def load_gateway_settings(
+    workspace: Path, env: Mapping[str, str] | None = None
+) -> tuple[GatewaySettings, list[str]]:
     """Read the ``[gateway]`` table of ``workspace/mnemo.toml`` (defaults when absent)."""
     try:
         raw = tomllib.loads((workspace / CONFIG_FILE).read_text(encoding="utf-8"))

@@ -29,4 +29,8 @@ class WebChatChannel(Channel):
     name = "webchat"
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "endpoint": "WebSocket /rpc, method chat.send", "auth": "challenge-response"}
+        return {
+            "name": self.name,
+            "endpoint": "WebSocket /rpc, method chat.send",
+            "auth": "challenge-response",
+        }
