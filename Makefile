@@ -14,13 +14,15 @@ export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 
 VSCODE := clients/vscode
 
-.PHONY: help install run test test-fast lint bench clean vsix vscode-check vscode-e2e-setup vscode-e2e
+.PHONY: help install run test test-fast lint bench bench-peers clean vsix vscode-check vscode-e2e-setup vscode-e2e
 
 help:
 	@echo "make run     install, create $(DEMO)/ from the template, index it, search it through the LSP server"
 	@echo "make test    install and run the whole test suite"
 	@echo "make lint    ruff + mypy"
 	@echo "make bench   engine benchmarks (figures in docs/benchmarks.md)"
+	@echo "make bench-peers  mnemo vs OpenClaw memory and QMD, same corpora and model (installs the peers"
+	@echo "             from npm into ~/.cache/mnemo-peers; ~30-40 min; not part of make test)"
 	@echo "make vsix    package the VS Code extension (clients/vscode/dist/mnemo.vsix)"
 	@echo "make vscode-e2e-setup  install code-server, Node 24 and Chromium for the VS Code end-to-end tests"
 
@@ -70,6 +72,10 @@ lint: install
 bench: install
 	$(BIN)/python benchmarks/bench_engine.py --sizes 100,1000 --lang en,zh --provider none
 	$(BIN)/python benchmarks/bench_secrets.py
+
+# Side-by-side with the peers (benchmarks/peers/run.py --help for corpora, modes and sizes; PEERS_ARGS adds options).
+bench-peers: install
+	$(BIN)/python benchmarks/peers/run.py $(PEERS_ARGS)
 
 $(VSCODE)/node_modules: $(VSCODE)/package-lock.json
 	cd $(VSCODE) && npm ci --no-audit --no-fund

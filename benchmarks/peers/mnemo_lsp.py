@@ -1,0 +1,69 @@
+"""mnemo through its language server: search round trips and didChange -> a search that sees the edit."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+
+async def _run(ws: Path, queries: list[str], edits: list[dict[str, str]], k: int) -> dict[str, Any]:
+    client = LanguageClient("bench-peers", "0")
+
+    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    def _create(params: Any) -> None:
+        return None
+
+    for method in ("mnemo/indexStatus", types.PROGRESS, types.WINDOW_LOG_MESSAGE):
+        client.feature(method)(lambda params: None)
+    await client.start_io(sys.executable, "-m", "mnemo", "serve", "--workspace", str(ws))
+    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
+    client.initialized(types.InitializedParams())
+    while (await client.protocol.send_request_async("mnemo/status", {})).state != "ready":
+        await asyncio.sleep(0.05)
+    params = {"maxResults": k, "minScore": 0}
+    if queries:
+        await client.protocol.send_request_async("mnemo/memorySearch", {"query": queries[0], **params})
+    search_ms = []
+    for q in queries:
+        t = time.perf_counter()
+        await client.protocol.send_request_async("mnemo/memorySearch", {"query": q, **params})
+        search_ms.append(1000 * (time.perf_counter() - t))
+    edit_rows = []
+    for e in edits:
+        uri = (ws / e["path"]).as_uri()
+        old = (ws / e["path"]).read_text(encoding="utf-8")
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(uri=uri, language_id="markdown", version=1, text=old)
+            )
+        )
+        t = time.perf_counter()
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version=2, uri=uri),
+                [types.TextDocumentContentChangeWholeDocument(text=e["text"])],
+            )
+        )
+        result = await client.protocol.send_request_async(
+            "mnemo/memorySearch", {"query": e["marker"], **params}
+        )
+        ms = 1000 * (time.perf_counter() - t)
+        found = any(r.path == e["path"] for r in result.results[:5])
+        edit_rows.append({"ms": ms, "found": found})
+        client.text_document_did_close(
+            types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri))
+        )
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    return {"search_ms": search_ms, "edits": edit_rows}
+
+
+def lsp_round_trips(ws: Path, queries: list[str], edits: list[dict[str, str]], k: int) -> dict[str, Any]:
+    return asyncio.run(_run(ws, queries, edits, k))
