@@ -83,6 +83,7 @@ def run_gateway(args: argparse.Namespace) -> int:
     gateway = Gateway(
         root, settings, services.agent, shared, services.memory.indexer.dir / "gateway-sessions.json"
     )
+    gateway.core.after_turn = lambda reply: _reindex_if_written(shared, reply)
     if args.check:
         print(f"workspace  {root}\nlisten     {host}:{settings.port if args.port is None else args.port}")
         print(
@@ -105,6 +106,12 @@ def run_gateway(args: argparse.Namespace) -> int:
         stop.set()
         shared.release()
         services.close()
+
+
+def _reindex_if_written(shared: Any, reply: Any) -> None:
+    """A turn whose tools ran or that flushed memory may have written files: have the writer re-index."""
+    if getattr(reply, "tool_calls", 0) or getattr(reply, "flush", None) is not None:
+        shared.changed()
 
 
 def _quiet_sync(shared: Any) -> None:

@@ -170,3 +170,15 @@ def test_public_bind_needs_configured_auth() -> None:
     with pytest.raises(BindRefused, match="MNEMO_GATEWAY_TOKEN"):
         check_bind("0.0.0.0", False)
     check_bind("0.0.0.0", True)
+
+
+async def test_the_after_turn_hook_sees_each_reply(start_gateway: Any) -> None:
+    gw = await start_gateway()
+    seen: list[Any] = []
+    gw.gateway.core.after_turn = seen.append
+    client = await login(gw.url)
+    try:
+        await client.chat.send(text="one", peer="p", stream=False)
+    finally:
+        await client.close()
+    assert [r.text for r in seen] == ["echo: one"]

@@ -71,6 +71,8 @@ class GatewayCore:
         self.router = Router(settings)
         self.lanes = Lanes(settings.max_concurrent, settings.queue_limit)
         self.handled = 0
+        self.after_turn: Callable[[Any], None] | None = None
+        """Called in the worker thread with the agent's reply (e.g. to re-index files its tools wrote)."""
 
     async def handle(
         self,
@@ -125,6 +127,11 @@ class GatewayCore:
             listed = ", ".join(f"{a.kind} {a.name or a.url}".strip() for a in message.attachments)
             text = f"{text}\n\n[attachments: {listed}]"
         result = self.agent.chat(text, entry.session_id, kind=route.kind, on_delta=on_delta, cancel=cancel)
+        if self.after_turn is not None:
+            try:
+                self.after_turn(result)
+            except Exception:  # the reply is still good; the index catches up at the next sync
+                log.exception("after-turn hook failed")
         return GatewayReply(
             str(getattr(result, "text", result)),
             route,
