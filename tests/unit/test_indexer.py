@@ -259,3 +259,37 @@ def test_bom_and_crlf(make_workspace, services_factory, text: str) -> None:  # t
     assert s.memory.sync().problems == []
     hit = s.memory.search("pelicans").results[0]
     assert hit.path == "memory/x.md" and (hit.start_line, hit.end_line) == (1, 3)
+
+
+def test_a_full_build_written_in_batches_matches_file_by_file_indexing(  # type: ignore[no-untyped-def]
+    make_workspace, hash_embedder, consistent
+) -> None:
+    from mnemo.index import indexer as indexer_module
+
+    files: dict[str, str | bytes] = {
+        f"memory/topic-{i:03d}.md": f"# Topic {i}\n\nNote number {i} about subject{i}.\n\n## More\n- item {i}\n"
+        for i in range(indexer_module.BUILD_BATCH_FILES * 2 + 7)
+    }
+    files["memory/2026-11-02.md"] = "# 2026-11-02\n\n- dated note about the zebrafinch\n"
+    files["memory/bad.md"] = b"\xff\xfe not utf-8 \x00 binary"
+    root = make_workspace(files)
+    memory = _service(root, hash_embedder())
+    report = memory.sync()
+    assert report.rebuilt and report.files_indexed == len(files)
+    counts = consistent(memory.indexer.store.con)
+    assert counts["files"] == len(files)
+    con = memory.indexer.store.con
+    day = con.execute("SELECT day, kind FROM files WHERE path = 'memory/2026-11-02.md'").fetchone()
+    assert str(day[0]) == "2026-11-02"
+    problem = con.execute("SELECT problem FROM files WHERE path = 'memory/bad.md'").fetchone()[0]
+    assert problem
+    dims = con.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL").fetchone()[0]
+    assert dims == 0, "every chunk of a batched build has its vector"
+    for query, path in (("subject513", "memory/topic-513.md"), ("zebrafinch", "memory/2026-11-02.md")):
+        hits = memory.search(query, max_results=20, min_score=0.0).results
+        assert [h.path for h in hits if h.parts.bm25 > 0] == [path], "BM25 finds each batch's rows"
+    # Incremental edits on top of a batched build keep the index consistent.
+    (root / "memory" / "topic-000.md").write_text("# Topic 0\n\nchanged\n", encoding="utf-8")
+    memory.sync()
+    consistent(memory.indexer.store.con)
+    memory.close()

@@ -28,6 +28,8 @@ from mnemo.text.terms import TERMS_VERSION, terms_string
 from mnemo.workspace.layout import FileKind, MemoryFile, Workspace
 
 log = logging.getLogger(__name__)
+BUILD_BATCH_FILES = 256
+"""A full build writes this many files per statement (a new index file: nothing reads it yet)."""
 
 Progress = Callable[[int, int, str], None]
 """(files done, files total, current path)."""
@@ -158,6 +160,8 @@ class Indexer:
         report.files_seen = len(on_disk)
         present = set()
         for done, (memory_file, stat) in enumerate(on_disk):
+            if not live and done % BUILD_BATCH_FILES == 0:
+                store.flush_staged()
             if cancel is not None and cancel.is_set():
                 raise SearchCancelled("indexing cancelled")
             present.add(memory_file.path)
@@ -177,6 +181,7 @@ class Indexer:
                     )
                 continue
             self._index_source(store, memory_file, source, stat.st_mtime, stat.st_size, report, live=live)
+        store.flush_staged()
         for gone in set(known) - present:
             with store.transaction():
                 store.delete_file(gone)
@@ -255,6 +260,24 @@ class Indexer:
             )
             for c in new
         ]
+        if not live:  # a building index: no old chunks; written in batches by flush_staged
+            store.stage_file(
+                rows,
+                vectors,
+                (
+                    memory_file.path,
+                    memory_file.kind.value,
+                    memory_file.source,
+                    day,
+                    source.digest,
+                    mtime,
+                    size,
+                    len(chunks),
+                    problem,
+                ),
+            )
+            report.files_indexed += 1
+            return
         with store.transaction():
             store.delete_chunks([cid for cid, _ in existing.values()])
             for cid, chunk in kept:

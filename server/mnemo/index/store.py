@@ -89,6 +89,9 @@ class ChunkStore:
         self.path = path
         self.con = con
         self.identity = identity
+        self._staged_rows: list[ChunkRow] = []
+        self._staged_vectors: list[np.ndarray] = []
+        self._staged_files: list[tuple[object, ...]] = []
 
     # -- opening ------------------------------------------------------------------------------
     @staticmethod
@@ -250,6 +253,35 @@ class ChunkStore:
         self.con.execute(
             "UPDATE chunks SET start_line = ?, end_line = ? WHERE id = ?", [start_line, end_line, chunk_id]
         )
+
+    # -- a full build: many files a statement -----------------------------------------------------
+    def stage_file(
+        self, rows: Sequence[ChunkRow], vectors: np.ndarray | None, file_row: tuple[object, ...]
+    ) -> None:
+        """Queue a file's chunks and ``files`` row for :meth:`flush_staged` (building index only)."""
+        self._staged_rows.extend(rows)
+        if vectors is not None and len(rows):
+            self._staged_vectors.append(vectors)
+        self._staged_files.append(file_row)
+
+    def flush_staged(self) -> None:
+        """Write the queued files in one transaction: one chunk insert and one files insert."""
+        if not self._staged_files:
+            return
+        rows, files = self._staged_rows, self._staged_files
+        vectors = np.concatenate(self._staged_vectors) if self._staged_vectors else None
+        self._staged_rows, self._staged_vectors, self._staged_files = [], [], []
+        names = ["path", "kind", "source", "day", "hash", "mtime", "size", "chunks", "problem"]
+        kinds = [pa.string()] * 5 + [pa.float64(), pa.int64(), pa.int32(), pa.string()]
+        staged = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
+            {n: pa.array([f[i] for f in files], t) for i, (n, t) in enumerate(zip(names, kinds, strict=True))}
+        )
+        with self.transaction():
+            self.insert_chunks(rows, vectors, live=False)
+            self.con.execute(
+                "INSERT INTO files SELECT path, kind, source, CAST(day AS DATE), hash, mtime, size, chunks, "
+                "problem FROM staged"
+            )
 
     def insert_chunks(self, rows: Sequence[ChunkRow], vectors: np.ndarray | None, *, live: bool) -> None:
         """Add chunks (and, when ``live``, their BM25 postings; a building index indexes at the end)."""
