@@ -50,11 +50,22 @@ async function qmd() {
     search,
     sync: async () => {
       await store.update();
-      if (job.mode === "hybrid") await store.embed();
+      // without an explicit model the SDK's embed() falls back to its default (a download that hangs offline)
+      if (job.mode === "hybrid") await store.embed({ model: job.model });
     },
     close: async () => await store.close(),
   };
 }
+
+// A sync that never returns (QMD's SDK embed() does, offline, after an edit) is recorded, not waited for.
+const limitMs = (job.syncTimeoutS ?? 60) * 1000;
+const bounded = (promise, what) =>
+  Promise.race([
+    promise,
+    new Promise((_, reject) =>
+      setTimeout(() => reject(new Error(`${what} did not return within ${limitMs / 1000} s`)), limitMs).unref(),
+    ),
+  ]);
 
 const out = { load_ms: 0, search: [], noop_ms: [], edits: [] };
 const t0 = now();
@@ -65,6 +76,7 @@ if (job.warmup) {
   await sys.search(job.warmup);
   out.warmup_ms = now() - t;
 }
+console.error(`driver: ${job.system} loaded in ${out.load_ms.toFixed(0)} ms; ${job.queries.length} searches`);
 for (const q of job.queries) {
   const t = now();
   let paths = [];
@@ -76,17 +88,27 @@ for (const q of job.queries) {
   }
   out.search.push({ ms: now() - t, paths, ...(error ? { error } : {}) });
 }
-for (let i = 0; i < (job.noop ?? 0); i++) {
-  const t = now();
-  await sys.sync();
-  out.noop_ms.push(now() - t);
-}
-for (const e of job.edits ?? []) {
-  const t = now();
-  writeFileSync(`${job.ws}/${e.path}`, e.text);
-  await sys.sync();
-  const paths = await sys.search(e.marker);
-  out.edits.push({ ms: now() - t, found: paths.slice(0, 5).includes(e.path) });
+console.error("driver: no-op syncs");
+try {
+  for (let i = 0; i < (job.noop ?? 0); i++) {
+    const t = now();
+    await bounded(sys.sync(), "no-op sync");
+    out.noop_ms.push(now() - t);
+  }
+  console.error("driver: edits");
+  for (const e of job.edits ?? []) {
+    const t = now();
+    writeFileSync(`${job.ws}/${e.path}`, e.text);
+    await bounded(sys.sync(), "sync after an edit");
+    const paths = await sys.search(e.marker);
+    out.edits.push({ ms: now() - t, found: paths.slice(0, 5).includes(e.path) });
+  }
+} catch (err) {
+  out.sync_error = String(err?.message ?? err);
+  console.error(`driver: ${out.sync_error}`);
+  out.peak_rss_mb = process.resourceUsage().maxRSS / 1024;
+  process.stdout.write("RESULT " + JSON.stringify(out) + "\n");
+  process.exit(0);
 }
 await sys.close();
 out.peak_rss_mb = process.resourceUsage().maxRSS / 1024;

@@ -71,6 +71,7 @@ def measure(sys_: System, edits: int, cli_queries: int, lsp_queries: int) -> dic
             for (qid, _), r in zip(corpus.queries, out["search"], strict=True)
         }
         errors = [r["error"] for r in out["search"] if r.get("error")]
+        failed = f"failed: {out['sync_error']}" if out.get("sync_error") else None
         return {
             "load_ms": out["load_ms"],
             "search_p50_ms": percentile(lat, 50),

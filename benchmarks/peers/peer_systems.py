@@ -187,4 +187,9 @@ class Qmd(NodeSystem):
         return dir_bytes(self.root / "cache" / "qmd")
 
     def job_extra(self) -> dict[str, Any]:
-        return {"pkg": str(self.peers.qmd_pkg), "dbPath": str(self.db), "configPath": str(self.config)}
+        return {
+            "pkg": str(self.peers.qmd_pkg),
+            "dbPath": str(self.db),
+            "configPath": str(self.config),
+            "model": self.model,
+        }
