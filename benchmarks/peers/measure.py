@@ -71,7 +71,9 @@ def measure(sys_: System, edits: int, cli_queries: int, lsp_queries: int) -> dic
             for (qid, _), r in zip(corpus.queries, out["search"], strict=True)
         }
         errors = [r["error"] for r in out["search"] if r.get("error")]
-        failed = f"failed: {out['sync_error']}" if out.get("sync_error") else None
+        failed: Any = f"failed: {out['sync_error']}" if out.get("sync_error") else float("nan")
+        noop = out["noop_ms"]
+        edit_ms = [e["ms"] for e in out["edits"]]
         return {
             "load_ms": out["load_ms"],
             "search_p50_ms": percentile(lat, 50),
@@ -80,10 +82,8 @@ def measure(sys_: System, edits: int, cli_queries: int, lsp_queries: int) -> dic
             "search_errors": len(errors),
             "search_error": errors[0] if errors else "",
             "ranked": ranked,
-            "noop_inproc_ms": statistics.median(out["noop_ms"]) if out["noop_ms"] else float("nan"),
-            "edit_inproc_ms": statistics.median(e["ms"] for e in out["edits"])
-            if out["edits"]
-            else float("nan"),
+            "noop_inproc_ms": statistics.median(noop) if noop else failed,
+            "edit_inproc_ms": statistics.median(edit_ms) if edit_ms else failed,
             "edit_inproc_found": f"{sum(e['found'] for e in out['edits'])}/{len(out['edits'])}",
             "inproc_rss_mb": out.get("peak_rss_mb", float("nan")),
         }
