@@ -173,8 +173,8 @@ def test_killed_mid_index_recovers(make_workspace, services_factory, consistent,
     files: dict[str, str | bytes] = {
         "MEMORY.md": "# Memory\n\n- The billing service uses PostgreSQL.\n",
     }
-    for i in range(300):
-        files[f"memory/note-{i:03d}.md"] = (
+    for i in range(3000):  # a batched build of 300 files finished within the 0.3 s below
+        files[f"memory/note-{i:04d}.md"] = (
             f"# Note {i}\n\nTopic {i} mentions widget{i} and the shared word lighthouse.\n\n"
             f"## Detail\n\nMore about item {i}: calibration, inventory and review.\n"
         )
@@ -208,9 +208,9 @@ def test_killed_mid_index_recovers(make_workspace, services_factory, consistent,
     report = s.memory.sync()
     assert report.rebuilt
     counts = consistent(s.memory.indexer.store.con)
-    assert counts["files"] == len(list(root.joinpath("memory").glob("*.md"))) + 1 == 301
+    assert counts["files"] == len(list(root.joinpath("memory").glob("*.md"))) + 1 == 3001
     hits = s.memory.search("widget123", min_score=0.0).results
-    assert hits and hits[0].path == "memory/note-123.md"
+    assert hits and hits[0].path == "memory/note-0123.md"
     assert s.memory.search("PostgreSQL").results[0].path == "MEMORY.md"
     assert md_hashes(root) == before
     assert not building.exists()
