@@ -19,7 +19,13 @@ async def _run(ws: Path, queries: list[str], edits: list[dict[str, str]], k: int
     def _create(params: Any) -> None:
         return None
 
-    for method in ("mnemo/indexStatus", types.PROGRESS, types.WINDOW_LOG_MESSAGE):
+    quiet = (
+        "mnemo/indexStatus",
+        types.PROGRESS,
+        types.WINDOW_LOG_MESSAGE,
+        types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
+    )
+    for method in quiet:
         client.feature(method)(lambda params: None)
     await client.start_io(sys.executable, "-m", "mnemo", "serve", "--workspace", str(ws))
     await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
