@@ -211,6 +211,7 @@ class MemoryService:
                     min_score=min_score,
                     sources=sources,
                     today=today,
+                    postings=store.postings,
                 )
             finally:
                 con.close()

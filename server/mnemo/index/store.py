@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from mnemo.index import fts
 from mnemo.index.duck import connect
+from mnemo.index.postings import PostingsCache
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,10 @@ class ChunkStore:
         self.path = path
         self.con = con
         self.identity = identity
+        self.postings = PostingsCache()
+        """BM25 postings in memory for keyword queries; kept current after each commit."""
+        self._fts_added: list[int] = []
+        self._fts_removed: list[int] = []
         self._staged_rows: list[ChunkRow] = []
         self._staged_vectors: list[np.ndarray] = []
         self._staged_files: list[tuple[object, ...]] = []
@@ -167,6 +172,7 @@ class ChunkStore:
     def finish_indexes(self) -> None:
         """Build the secondary indexes of a building file and mark it complete (slow part of a build)."""
         fts.rebuild(self.con)
+        self.postings.invalidate()
         if self.identity.dims > 0:
             self.con.execute(
                 "CREATE INDEX IF NOT EXISTS chunks_hnsw ON chunks USING HNSW(embedding) "
@@ -199,9 +205,14 @@ class ChunkStore:
         try:
             yield self.con
         except BaseException:
+            self._fts_added, self._fts_removed = [], []
             self.con.execute("ROLLBACK")
             raise
         self.con.execute("COMMIT")
+        if self._fts_added or self._fts_removed:
+            added, removed = self._fts_added, self._fts_removed
+            self._fts_added, self._fts_removed = [], []
+            self.postings.apply(self.con, added, removed)
 
     # -- files --------------------------------------------------------------------------------
     def file_states(self) -> dict[str, tuple[str, float, int]]:
@@ -247,6 +258,7 @@ class ChunkStore:
         if not ids:
             return
         fts.remove_docs(self.con, ids)
+        self._fts_removed.extend(ids)
         self.con.execute("DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [list(ids)])
 
     def move_chunk(self, chunk_id: int, start_line: int, end_line: int) -> None:
@@ -315,6 +327,7 @@ class ChunkStore:
         self.con.execute(f"INSERT INTO chunks SELECT {select} FROM batch")
         if live:
             fts.add_docs(self.con, ids)
+            self._fts_added.extend(ids)
 
     # -- embedding cache --------------------------------------------------------------------------
     def cached_embeddings(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:

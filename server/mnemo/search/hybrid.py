@@ -14,6 +14,7 @@ import numpy as np
 from mnemo.config import SearchSettings
 from mnemo.embeddings import Embedder
 from mnemo.index import fts
+from mnemo.index.postings import PostingsCache
 from mnemo.search import ranking
 from mnemo.text.terms import query_terms, token_set
 
@@ -136,8 +137,11 @@ class HybridSearcher:
         min_score: float | None = None,
         sources: Sequence[str] | None = None,
         today: date | None = None,
+        postings: PostingsCache | None = None,
     ) -> SearchOutcome:
+        """``postings``: the writer's in-memory BM25 postings (else the fts tables are scanned)."""
         s = self.settings
+        text_search = postings.search if postings is not None else fts.search
         k = max_results or s.max_results
         if min_score is not None:
             floor = min_score
@@ -162,7 +166,7 @@ class HybridSearcher:
             for cid, distance in rows:
                 cands[cid] = _Candidate(cid, vector=ranking.vector_score(1.0 - float(distance)))
         terms = query_terms(query)
-        text_rows = fts.search(con, terms, limit=n)
+        text_rows = text_search(con, terms, limit=n)
         for cid, bm25, covered, total in text_rows:
             cand = cands.setdefault(cid, _Candidate(cid))
             cand.bm25, cand.text = bm25, ranking.text_score(bm25, covered, total)
@@ -171,7 +175,7 @@ class HybridSearcher:
         ids = list(cands)
         if dims > 0:
             text_ids = {r[0] for r in text_rows}
-            for cid, bm25, covered, total in fts.search(
+            for cid, bm25, covered, total in text_search(
                 con, terms, limit=n, only_ids=[i for i in ids if i not in text_ids]
             ):
                 cands[cid].bm25, cands[cid].text = bm25, ranking.text_score(bm25, covered, total)

@@ -1,0 +1,164 @@
+"""An in-memory copy of the BM25 postings, so a keyword query does not scan the fts ``terms`` table.
+
+The fts tables stay the source of truth (and the cache is rebuilt from them); they hold one row per
+token occurrence, ~3 million rows at 10,000 notes, and scanning them was most of a search's time. The
+cache holds, per term id, the chunk ids containing it and their term frequencies (CSR arrays), plus each
+chunk's length, and scores a query with NumPy using the same BM25 as :func:`mnemo.index.fts.search`
+(k1 = 1.2, b = 0.75, the same IDF and coverage). Term ids, document frequencies and the collection
+statistics still come from DuckDB in one small query, so they are exact.
+
+Edits reach it as deltas after their transaction commits (:meth:`PostingsCache.apply`): removed chunks
+are masked, added chunks' postings go to an overlay; when the overlay grows past a quarter of the base,
+the next search reloads everything. A full rebuild of the fts tables invalidates the cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import duckdb
+import numpy as np
+
+from .fts import K1, SCHEMA, B, _idf, _sql_string
+
+OVERLAY_LIMIT = 0.25
+
+
+class PostingsCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded = False
+        self._terms = np.zeros(0, np.int64)  # distinct term ids, sorted
+        self._starts = np.zeros(1, np.int64)  # CSR offsets into _ids/_tfs
+        self._ids = np.zeros(0, np.int64)  # chunk ids
+        self._tfs = np.zeros(0, np.float64)
+        self._length = np.zeros(0, np.float64)  # chunk id -> token count (0: unknown or removed)
+        self._alive = np.zeros(0, bool)
+        self._overlay: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._overlay_rows = 0
+
+    # -- loading and deltas --------------------------------------------------------------------------
+    def invalidate(self) -> None:
+        with self._lock:
+            self._loaded = False
+
+    def _load(self, con: duckdb.DuckDBPyConnection) -> None:
+        got = con.execute(
+            f"SELECT t.termid, d.name, count(*)::DOUBLE AS tf FROM {SCHEMA}.terms t "
+            f"JOIN {SCHEMA}.docs d ON d.docid = t.docid GROUP BY t.termid, d.name ORDER BY t.termid"
+        ).fetchnumpy()
+        termids = np.asarray(got["termid"], np.int64)
+        self._ids = np.asarray(got["name"], np.int64)
+        self._tfs = np.asarray(got["tf"], np.float64)
+        self._terms, first = np.unique(termids, return_index=True)
+        self._starts = np.append(first, len(termids)).astype(np.int64)
+        docs = con.execute(f"SELECT name, len FROM {SCHEMA}.docs").fetchnumpy()
+        names = np.asarray(docs["name"], np.int64)
+        size = int(names.max()) + 1 if len(names) else 0
+        self._length = np.zeros(size, np.float64)
+        self._length[names] = np.asarray(docs["len"], np.float64)
+        self._alive = np.zeros(size, bool)
+        self._alive[names] = True
+        self._overlay, self._overlay_rows = {}, 0
+        self._loaded = True
+
+    def _grow(self, size: int) -> None:
+        if size > len(self._length):
+            extra = size - len(self._length) + 1024
+            self._length = np.concatenate([self._length, np.zeros(extra, np.float64)])
+            self._alive = np.concatenate([self._alive, np.zeros(extra, bool)])
+
+    def apply(self, con: duckdb.DuckDBPyConnection, added: Sequence[int], removed: Sequence[int]) -> None:
+        """Bring a loaded cache up to date with a committed edit (``con`` sees the committed rows)."""
+        with self._lock:
+            if not self._loaded:
+                return
+            for cid in removed:
+                if cid < len(self._alive):
+                    self._alive[cid] = False
+            if not added:
+                return
+            got = con.execute(
+                f"SELECT t.termid, d.name, count(*)::DOUBLE AS tf, any_value(d.len) AS len "
+                f"FROM {SCHEMA}.terms t JOIN {SCHEMA}.docs d ON d.docid = t.docid "
+                "WHERE d.name IN (SELECT unnest(?::BIGINT[])) GROUP BY t.termid, d.name",
+                [list(added)],
+            ).fetchnumpy()
+            termids = np.asarray(got["termid"], np.int64)
+            ids = np.asarray(got["name"], np.int64)
+            tfs = np.asarray(got["tf"], np.float64)
+            self._grow(max(added) + 1)
+            self._length[ids] = np.asarray(got["len"], np.float64)
+            self._alive[np.asarray(added, np.int64)] = True
+            for termid in np.unique(termids):
+                mask = termids == termid
+                self._overlay.setdefault(int(termid), []).append((ids[mask], tfs[mask]))
+            self._overlay_rows += len(ids)
+            if self._overlay_rows > OVERLAY_LIMIT * max(1, len(self._ids)):
+                self._loaded = False  # cheaper to reload once than to keep merging
+
+    # -- scoring -----------------------------------------------------------------------------------------
+    def _postings(self, termid: int) -> tuple[np.ndarray, np.ndarray]:
+        ids, tfs = [], []
+        at = int(np.searchsorted(self._terms, termid))
+        if at < len(self._terms) and self._terms[at] == termid:
+            lo, hi = self._starts[at], self._starts[at + 1]
+            ids.append(self._ids[lo:hi])
+            tfs.append(self._tfs[lo:hi])
+        for more_ids, more_tfs in self._overlay.get(termid, ()):
+            ids.append(more_ids)
+            tfs.append(more_tfs)
+        if not ids:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        all_ids, all_tfs = np.concatenate(ids), np.concatenate(tfs)
+        keep = self._alive[all_ids]
+        return all_ids[keep], all_tfs[keep]
+
+    def search(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        terms: Sequence[str],
+        *,
+        limit: int,
+        only_ids: Sequence[int] | None = None,
+    ) -> list[tuple[int, float, float, float]]:
+        """Same contract and scores as :func:`mnemo.index.fts.search`."""
+        if not terms or (only_ids is not None and not only_ids):
+            return []
+        literals = ", ".join(_sql_string(t) for t in terms if t)
+        rows = con.execute(
+            f"SELECT q.term, d.termid, coalesce(d.df, 0), s.num_docs, s.avgdl FROM "
+            f"(SELECT DISTINCT stem(unnest([{literals}]), 'porter') AS term) q "
+            f"LEFT JOIN {SCHEMA}.dict d ON d.term = q.term CROSS JOIN {SCHEMA}.stats s"
+        ).fetchall()
+        known = [(int(termid), float(df)) for _, termid, df, _, _ in rows if termid is not None and df > 0]
+        if not known:
+            return []
+        num_docs, avgdl = float(rows[0][3] or 0), float(rows[0][4] or 0) or 1.0
+        idf = {termid: _idf(num_docs, df) for termid, df in known}
+        mean_idf = sum(idf.values()) / len(idf)
+        total = sum(idf.values()) + (len(rows) - len(known)) * mean_idf
+        with self._lock:
+            if not self._loaded:
+                self._load(con)
+            parts = [(self._postings(termid), weight) for termid, weight in idf.items()]
+            length = self._length
+        ids = np.concatenate([p[0][0] for p in parts])
+        if not len(ids):
+            return []
+        tfs = np.concatenate([p[0][1] for p in parts])
+        weights = np.concatenate([np.full(len(p[0][0]), p[1]) for p in parts])
+        bm25 = weights * tfs * (K1 + 1) / (tfs + K1 * (1 - B + B * length[ids] / avgdl))
+        unique, inverse = np.unique(ids, return_inverse=True)
+        scores = np.bincount(inverse, weights=bm25)
+        covered = np.bincount(inverse, weights=weights)
+        if only_ids is not None:
+            pick = np.isin(unique, np.asarray(list(only_ids), np.int64))
+            unique, scores, covered = unique[pick], scores[pick], covered[pick]
+            order = np.argsort(-scores, kind="stable")
+        else:
+            k = min(int(limit), len(unique))
+            top = np.argpartition(-scores, k - 1)[:k] if k < len(unique) else np.arange(len(unique))
+            order = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(unique[i]), float(scores[i]), float(covered[i]), total) for i in order]

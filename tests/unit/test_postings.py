@@ -1,0 +1,95 @@
+"""The in-memory postings give exactly the BM25 of the fts tables, through edits and rollbacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mnemo.index import fts
+from mnemo.text.terms import query_terms
+
+QUERIES = [
+    "billing database",
+    "PostgreSQL row-level security",
+    "tomatoes basil sun",
+    "服务器集群部署",
+    "数据库迁移",
+    "what does the staging deploy lesson say",
+    "nothing-matches-this zzzz",
+    "review",
+]
+
+
+def _compare(store: Any, queries: list[str] = QUERIES) -> None:
+    reader = store.reader()
+    try:
+        for query in queries:
+            terms = query_terms(query)
+            expected = {i: (b, c, t) for i, b, c, t in fts.search(reader, terms, limit=10_000)}
+            got = {i: (b, c, t) for i, b, c, t in store.postings.search(reader, terms, limit=10_000)}
+            assert got.keys() == expected.keys(), query
+            for cid, values in expected.items():
+                assert got[cid] == pytest.approx(values, rel=1e-9), (query, cid)
+            top = store.postings.search(reader, terms, limit=2)
+            assert [b for _, b, _, _ in top] == pytest.approx(
+                sorted((b for b, _, _ in expected.values()), reverse=True)[:2]
+            )
+            some = list(expected)[::2]
+            only = {i: b for i, b, _, _ in store.postings.search(reader, terms, limit=5, only_ids=some)}
+            assert only == pytest.approx({i: expected[i][0] for i in some})
+    finally:
+        reader.close()
+
+
+def test_postings_match_the_fts_tables_through_edits(sample_workspace: Path, services_factory: Any) -> None:
+    services = services_factory(sample_workspace)
+    memory = services.memory
+    memory.sync()
+    store = memory.indexer.store
+    _compare(store)
+    assert store.postings._loaded
+
+    (sample_workspace / "memory" / "2026-11-20.md").write_text(
+        "# 2026-11-20\n\n- Billing moved to a new database cluster; review the migration.\n", encoding="utf-8"
+    )
+    (sample_workspace / "memory" / "gardening.md").write_text("# Gardening\n\nOnly basil this year.\n")
+    (sample_workspace / "memory" / "中文笔记.md").unlink()
+    memory.sync()
+    assert store.postings._loaded and store.postings._overlay_rows > 0, "edits applied as deltas"
+    _compare(store)
+    memory.schedule_buffer("MEMORY.md", "# Memory\n\n- Billing uses SQLite now.\n", delay_s=0)
+    assert memory.apply_pending(timeout_s=10)
+    _compare(store, [*QUERIES, "sqlite billing"])
+    hits = memory.search("sqlite").results
+    assert hits and hits[0].path == "MEMORY.md"
+
+
+def test_a_rolled_back_edit_leaves_the_postings_alone(sample_workspace: Path, services_factory: Any) -> None:
+    services = services_factory(sample_workspace)
+    services.memory.sync()
+    store = services.memory.indexer.store
+    _compare(store)
+    ids = [row[0] for row in store.con.execute("SELECT id FROM chunks WHERE path = 'MEMORY.md'").fetchall()]
+    with pytest.raises(RuntimeError), store.transaction():
+        store.delete_chunks(ids)
+        raise RuntimeError("simulated failure mid-edit")
+    _compare(store)
+    assert services.memory.search("PostgreSQL").results[0].path == "MEMORY.md"
+
+
+def test_a_large_change_reloads_instead_of_growing_the_overlay(
+    make_workspace: Any, services_factory: Any
+) -> None:
+    root = make_workspace({f"memory/n{i}.md": f"# N{i}\n\nword{i} shared\n" for i in range(20)})
+    services = services_factory(root)
+    services.memory.sync()
+    store = services.memory.indexer.store
+    _compare(store, ["shared", "word3"])
+    for i in range(20, 40):
+        (root / "memory" / f"n{i}.md").write_text(f"# N{i}\n\nword{i} shared\n", encoding="utf-8")
+    services.memory.sync()
+    assert not store.postings._loaded, "an overlay past a quarter of the base asks for a reload"
+    _compare(store, ["shared", "word3", "word33"])
+    assert store.postings._loaded and store.postings._overlay_rows == 0
