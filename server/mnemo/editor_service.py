@@ -81,6 +81,7 @@ class EditorService:
             blamed = self.blame.line(rel, line)
         memory_file = self.workspace.classify(rel)
         file_day = memory_file.day if memory_file is not None else None
+        self.memory.flush_retrievals(timeout_s=0.2)  # the searches of the last moments count
         generation = self.memory.generation
         cached = self._stats_cache.get(rel)
         if cached is None or cached[0] != generation:
@@ -98,6 +99,7 @@ class EditorService:
     def lenses(self, rel: str) -> list[ChunkLens]:
         if not self.settings.server.code_lens or not self.is_memory_markdown(rel):
             return []
+        self.memory.flush_retrievals(timeout_s=0.2)
         with self._reader() as reading:
             return [] if reading is None else chunk_lenses(reading[0], rel)
 

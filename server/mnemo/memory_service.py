@@ -32,6 +32,8 @@ STARTUP_WAIT_S = 30.0
 """How long a search at start-up waits for an existing index to open (not for a first build)."""
 PENDING_WAIT_S = 2.0
 """How long a search waits for the writer to apply pending edits before answering with a note."""
+RETRIEVAL_FLUSH_DELAY_S = 0.5
+"""Search results are written to the retrievals table this long after a search, off its path."""
 
 
 @dataclass
@@ -66,6 +68,8 @@ class MemoryService:
         self._timer: threading.Timer | None = None
         self._buffers: dict[str, str] = {}
         self._applying = False
+        self._retrieval_timer: threading.Timer | None = None
+        self._closed = False
         self.generation = 0
         """Bumped after every write to the index (sync, edits, retrieval statistics): caches key on it."""
         self.retrievals = RetrievalLog()
@@ -223,14 +227,38 @@ class MemoryService:
 
     # -- retrieval statistics ---------------------------------------------------------------------
     def _record(self, outcome: SearchOutcome) -> None:
-        """Queue the results; write them now only if the writer is free (a search never waits)."""
+        """Queue the results; a timer writes them shortly after (a search never waits for the write)."""
         self.retrievals.queue(outcome)
-        if self._write_lock.acquire(blocking=False):
-            try:
-                self.retrievals.flush(self.indexer.store)
-                self.generation += 1
-            finally:
-                self._write_lock.release()
+        with self._pending_lock:
+            if self._retrieval_timer is None:
+                self._retrieval_timer = threading.Timer(RETRIEVAL_FLUSH_DELAY_S, self._flush_retrievals_later)
+                self._retrieval_timer.daemon = True
+                self._retrieval_timer.start()
+
+    def flush_retrievals(self, timeout_s: float = 1.0) -> bool:
+        """Write queued retrieval statistics now (hovers and lenses call this before reading them)."""
+        if not self.retrievals.pending():
+            return True
+        if not self._write_lock.acquire(timeout=timeout_s):
+            return False
+        try:
+            self.retrievals.flush(self.indexer.store)
+            self.generation += 1
+        finally:
+            self._write_lock.release()
+        return True
+
+    def _flush_retrievals_later(self) -> None:
+        with self._pending_lock:
+            self._retrieval_timer = None
+        if not self.flush_retrievals(timeout_s=0):  # the writer is busy: try again a little later
+            with self._pending_lock:
+                if self._retrieval_timer is None and not self._closed:
+                    self._retrieval_timer = threading.Timer(
+                        RETRIEVAL_FLUSH_DELAY_S, self._flush_retrievals_later
+                    )
+                    self._retrieval_timer.daemon = True
+                    self._retrieval_timer.start()
 
     def _saved_retrievals(self, full: bool) -> pa.Table | None:
         """Statistics to carry into a rebuilt index (read only when a rebuild may happen)."""
@@ -327,8 +355,12 @@ class MemoryService:
 
     def close(self) -> None:
         with self._pending_lock:
+            self._closed = True
             if self._timer is not None:
                 self._timer.cancel()
+            if self._retrieval_timer is not None:
+                self._retrieval_timer.cancel()
+        self.flush_retrievals(timeout_s=5.0)
         with self._write_lock:
             self.indexer.close()
         self.embedder.close()

@@ -107,6 +107,18 @@ class _Candidate:
     embedding: np.ndarray | None = None
 
 
+class _LazyTokens(dict[int, frozenset[str]]):
+    """Token sets of candidate texts, computed only for the pairs the supersede check compares."""
+
+    def __init__(self, texts: dict[int, str]) -> None:
+        super().__init__()
+        self.texts = texts
+
+    def __missing__(self, chunk_id: int) -> frozenset[str]:
+        found = self[chunk_id] = token_set(self.texts[chunk_id])
+        return found
+
+
 def vector_literal(vector: np.ndarray) -> str:
     """A FLOAT[n] SQL literal of a float vector (only ever built from our own embeddings)."""
     values = ",".join(format(float(x), ".9g") for x in vector)
@@ -182,9 +194,8 @@ class HybridSearcher:
         select = "id, key, path, source, kind, day, start_line, end_line, heading, text"
         if dims > 0:
             select += ", embedding"
-        for row in con.execute(
-            f"SELECT {select} FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [ids]
-        ).fetchall():
+        id_list = ", ".join(str(int(i)) for i in ids)  # inlined: a list parameter costs ~2 ms more
+        for row in con.execute(f"SELECT {select} FROM chunks WHERE id IN ({id_list})").fetchall():
             cand = cands[row[0]]
             cand.row = row
             if dims > 0 and row[10] is not None:
@@ -217,7 +228,7 @@ class HybridSearcher:
             )
             for c in cands
         }
-        tokens = {c.chunk_id: token_set(c.row[9]) for c in cands}
+        tokens = _LazyTokens({c.chunk_id: c.row[9] for c in cands})
         hits: list[SearchHit] = []
         for c in cands:
             cid, key, path, source, _kind, day, start, end, heading, text = c.row[:10]
@@ -256,7 +267,7 @@ class HybridSearcher:
         return hits
 
     @staticmethod
-    def _similar(a: _Candidate, b: _Candidate, tokens: dict[int, frozenset[str]]) -> bool:
+    def _similar(a: _Candidate, b: _Candidate, tokens: _LazyTokens) -> bool:
         if a.embedding is not None and b.embedding is not None:
             return float(a.embedding @ b.embedding) >= ranking.SUPERSEDE_SIMILARITY
         return ranking.jaccard(tokens[a.chunk_id], tokens[b.chunk_id]) >= 0.6
