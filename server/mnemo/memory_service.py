@@ -348,6 +348,7 @@ class MemoryService:
 
     def release_index(self) -> None:
         """Close the index file so another process can write it; the next call that needs it reopens it."""
+        self.flush_retrievals(timeout_s=5.0)
         with self._write_lock:
             self.indexer.close()
             self.indexer.opened.clear()
