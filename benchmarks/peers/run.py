@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import command_line, machine, machine_line, write_outputs
+from benchmarks.common import OUT, command_line, machine, machine_line, write_outputs
 from benchmarks.peers import install
 from benchmarks.peers.corpora import Corpus, load
 from benchmarks.peers.measure import measure
@@ -131,7 +131,20 @@ def main(argv: list[str] | None = None) -> int:
         "--cache", type=Path, default=None, help="peer install cache (default ~/.cache/mnemo-peers)"
     )
     p.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
+    p.add_argument(
+        "--render",
+        action="store_true",
+        help="measure nothing: re-render the tables from benchmarks/out/peers.json (and the docs block)",
+    )
     args = p.parse_args(argv)
+    if args.render:
+        data = json.loads((OUT / "peers.json").read_text(encoding="utf-8"))
+        saved = {k: v for k, v in data.items() if k != "results"}
+        md = render(data["results"], saved)
+        write_outputs("peers", data, md)
+        if not args.no_docs:
+            write_docs(ROOT / "docs" / "benchmarks.md", md)
+        return 0
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     peers = install.ensure(args.cache) if set(systems) - {"mnemo"} else None
