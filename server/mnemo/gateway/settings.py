@@ -233,7 +233,7 @@ def load_gateway_settings(
         return gateway_settings_from_dict({}, env)
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         settings, problems = gateway_settings_from_dict({}, env)
-        return settings, [f"{CONFIG_FILE}: {exc}; gateway defaults used", *problems]
+        return settings, [f"cannot be read ({exc}); gateway defaults used", *problems]
     table = raw.get("gateway", {})
     if not isinstance(table, dict):
         settings, problems = gateway_settings_from_dict({}, env)
