@@ -260,22 +260,19 @@ class Indexer:
             )
             for c in new
         ]
+        file_row = (
+            memory_file.path,
+            memory_file.kind.value,
+            memory_file.source,
+            day,
+            source.digest,
+            mtime,
+            size,
+            len(chunks),
+            problem,
+        )
         if not live:  # a building index: no old chunks; written in batches by flush_staged
-            store.stage_file(
-                rows,
-                vectors,
-                (
-                    memory_file.path,
-                    memory_file.kind.value,
-                    memory_file.source,
-                    day,
-                    source.digest,
-                    mtime,
-                    size,
-                    len(chunks),
-                    problem,
-                ),
-            )
+            store.stage_file(rows, vectors, file_row)
             report.files_indexed += 1
             return
         with store.transaction():
@@ -283,17 +280,7 @@ class Indexer:
             for cid, chunk in kept:
                 store.move_chunk(cid, chunk.start_line, chunk.end_line)
             store.insert_chunks(rows, vectors, live=live)
-            store.upsert_file(
-                memory_file.path,
-                memory_file.kind.value,
-                memory_file.source,
-                day,
-                source.digest,
-                mtime,
-                size,
-                len(chunks),
-                problem,
-            )
+            store.upsert_file(*file_row)
         report.files_indexed += 1
         report.chunks_reused += len(kept)
 

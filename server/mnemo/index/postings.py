@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import duckdb
 import numpy as np
 
-from .fts import K1, SCHEMA, B, _idf, _sql_string
+from .fts import K1, SCHEMA, B, query_weights
 
 OVERLAY_LIMIT = 0.25
 
@@ -126,19 +126,10 @@ class PostingsCache:
         """Same contract and scores as :func:`mnemo.index.fts.search`."""
         if not terms or (only_ids is not None and not only_ids):
             return []
-        literals = ", ".join(_sql_string(t) for t in terms if t)
-        rows = con.execute(
-            f"SELECT q.term, d.termid, coalesce(d.df, 0), s.num_docs, s.avgdl FROM "
-            f"(SELECT DISTINCT stem(unnest([{literals}]), 'porter') AS term) q "
-            f"LEFT JOIN {SCHEMA}.dict d ON d.term = q.term CROSS JOIN {SCHEMA}.stats s"
-        ).fetchall()
-        known = [(int(termid), float(df)) for _, termid, df, _, _ in rows if termid is not None and df > 0]
-        if not known:
+        weights = query_weights(con, terms)
+        if weights is None:
             return []
-        num_docs, avgdl = float(rows[0][3] or 0), float(rows[0][4] or 0) or 1.0
-        idf = {termid: _idf(num_docs, df) for termid, df in known}
-        mean_idf = sum(idf.values()) / len(idf)
-        total = sum(idf.values()) + (len(rows) - len(known)) * mean_idf
+        idf, total, avgdl = weights.idf, weights.total, weights.avgdl
         with self._lock:
             if not self._loaded:
                 self._load(con)
@@ -148,11 +139,11 @@ class PostingsCache:
         if not len(ids):
             return []
         tfs = np.concatenate([p[0][1] for p in parts])
-        weights = np.concatenate([np.full(len(p[0][0]), p[1]) for p in parts])
-        bm25 = weights * tfs * (K1 + 1) / (tfs + K1 * (1 - B + B * length[ids] / avgdl))
+        per_posting = np.concatenate([np.full(len(p[0][0]), p[1]) for p in parts])
+        bm25 = per_posting * tfs * (K1 + 1) / (tfs + K1 * (1 - B + B * length[ids] / avgdl))
         unique, inverse = np.unique(ids, return_inverse=True)
         scores = np.bincount(inverse, weights=bm25)
-        covered = np.bincount(inverse, weights=weights)
+        covered = np.bincount(inverse, weights=per_posting)
         if only_ids is not None:
             pick = np.isin(unique, np.asarray(list(only_ids), np.int64))
             unique, scores, covered = unique[pick], scores[pick], covered[pick]

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from mnemo.errors import MnemoError
 
+from ..auth import RateLimited
 from ..core import GatewayReply
 from ..routing import InboundMessage
 
@@ -77,6 +78,17 @@ class Channel(ABC):
     @abstractmethod
     def describe(self) -> dict[str, Any]:
         """What ``channels.list`` shows: endpoints and state, never secrets."""
+
+
+def refuse_if_limited(host: ChannelHost, request: web.Request) -> web.Response | None:
+    """A 429 response when the request's address has failed authentication too often, else None."""
+    try:
+        host.check_address(request.remote or "?")
+    except RateLimited as exc:
+        return web.json_response(
+            {"error": str(exc)}, status=429, headers={"Retry-After": str(int(exc.retry_after_s) + 1)}
+        )
+    return None
 
 
 def load_channel_class(name: str) -> type[Channel]:

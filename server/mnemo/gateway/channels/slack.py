@@ -19,10 +19,9 @@ from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from ..auth import RateLimited
 from ..core import GatewayReply
 from ..routing import Attachment, InboundMessage
-from .base import Channel, ChannelError
+from .base import Channel, ChannelError, refuse_if_limited
 from .delivery import BackgroundReplies, split_text
 
 log = logging.getLogger(__name__)
@@ -91,10 +90,8 @@ class SlackChannel(Channel):
 
     async def receive(self, request: web.Request) -> web.Response:
         address = request.remote or "?"
-        try:
-            self.host.check_address(address)
-        except RateLimited as exc:
-            return web.Response(status=429, text=str(exc))
+        if (refused := refuse_if_limited(self.host, request)) is not None:
+            return refused
         body = await request.read()
         if not self.verifier.is_valid_request(body, dict(request.headers)):
             self.host.auth_failed(address)

@@ -19,10 +19,9 @@ from aiohttp import web
 from telegram import Bot, Message, ReplyParameters, Update
 from telegram.error import TelegramError
 
-from ..auth import RateLimited
 from ..core import GatewayReply
 from ..routing import Attachment, InboundMessage
-from .base import Channel, ChannelError
+from .base import Channel, ChannelError, refuse_if_limited
 from .delivery import BackgroundReplies, split_text
 
 log = logging.getLogger(__name__)
@@ -108,10 +107,8 @@ class TelegramChannel(Channel):
 
     async def receive(self, request: web.Request) -> web.Response:
         address = request.remote or "?"
-        try:
-            self.host.check_address(address)
-        except RateLimited as exc:
-            return web.Response(status=429, text=str(exc))
+        if (refused := refuse_if_limited(self.host, request)) is not None:
+            return refused
         given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
         if not hmac.compare_digest(given.encode(), self.webhook_secret.encode()):
             self.host.auth_failed(address)

@@ -19,10 +19,9 @@ from aiohttp import web
 
 from mnemo.errors import MnemoError
 
-from ..auth import RateLimited
 from ..lanes import LaneFull
 from ..routing import Attachment, InboundMessage
-from .base import Channel, ChannelError
+from .base import Channel, ChannelError, refuse_if_limited
 
 MAX_SKEW_S = 300
 MAX_BODY_BYTES = 256_000
@@ -97,12 +96,8 @@ class WebhookChannel(Channel):
 
     async def receive(self, request: web.Request) -> web.Response:
         address = request.remote or "?"
-        try:
-            self.host.check_address(address)
-        except RateLimited as exc:
-            return web.json_response(
-                {"error": str(exc)}, status=429, headers={"Retry-After": str(int(exc.retry_after_s) + 1)}
-            )
+        if (refused := refuse_if_limited(self.host, request)) is not None:
+            return refused
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             return web.json_response({"error": f"body over {MAX_BODY_BYTES} bytes"}, status=413)
         body = await request.content.read(MAX_BODY_BYTES + 1)
