@@ -113,6 +113,10 @@ class Qmd(NodeSystem):
         env["XDG_CACHE_HOME"] = str(self.root / "cache")
         env["QMD_CONFIG_DIR"] = str(self.root / "config")
         env["QMD_FORCE_CPU"] = "1"
+        # QMD cuts an over-long chunk to the model's context (512) minus 4 tokens, then detokenizes and
+        # re-tokenizes it; with MiniLM's WordPiece that can come back over 512 and llama.cpp aborts
+        # (GGML_ASSERT in get_rows). Its own setting for the embedding context leaves the margin.
+        env["QMD_EMBED_CONTEXT_SIZE"] = "448"
         return env
 
     def configure(self) -> None:

@@ -132,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the rows of benchmarks/out/peers.json and replace only the (system, corpus, mode) measured now",
+    )
+    p.add_argument(
         "--render",
         action="store_true",
         help="measure nothing: re-render the tables from benchmarks/out/peers.json (and the docs block)",
@@ -157,6 +162,15 @@ def main(argv: list[str] | None = None) -> int:
         "corpora": {},
     }
     results: list[dict[str, Any]] = []
+    if args.merge and (OUT / "peers.json").is_file():
+        saved = json.loads((OUT / "peers.json").read_text(encoding="utf-8"))
+        results = saved["results"]
+        meta["corpora"] = saved.get("corpora", {})
+        meta["command"] = f"{saved['command']}` then `{meta['command']}"
+        meta["machine_line"] = (
+            f"{saved['machine_line']} Re-measured rows ({args.systems}): load average at start "
+            f"{m['loadavg'][0]:.2f}, commit {m['commit']}, {m['date']}."
+        )
     plan = [("keyword", c) for c in args.keyword] + [("hybrid", c) for c in args.hybrid]
     model: Path | None = None
     server: EmbedServer | None = None
@@ -176,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                 res = measure(sys_, args.edits, args.cli_queries, args.lsp_queries)
                 res["loadavg_after"] = round(os.getloadavg()[0], 2)
                 score(res, corpus)
+                key = (res["system"], res["corpus"], res["mode"])
+                results = [r for r in results if (r["system"], r["corpus"], r["mode"]) != key]
                 print("  " + json.dumps({k: v for k, v in res.items() if k != "ranked"}), file=sys.stderr)
                 results.append(res)
                 md = render(results, meta)
