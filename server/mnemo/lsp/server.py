@@ -75,8 +75,11 @@ class MnemoLanguageServer(LanguageServer):
             self.services = build_services(root)
             # One index writer per workspace: a gateway serving this workspace hands the index over.
             self.index_share = SharedMemory(self.services.memory, role="editor")
-            if not self.index_share.start():
-                log.warning("another editor's mnemo server writes this workspace's index")
+            try:
+                if not self.index_share.start():
+                    log.warning("another editor's mnemo server writes this workspace's index")
+            except OSError as exc:  # e.g. a read-only workspace: search still reports why it cannot index
+                log.warning("cannot take the index writer lease: %s", exc)
         finally:
             self.services_ready.set()
         return self.services
