@@ -57,7 +57,7 @@ def score(res: dict[str, Any], corpus: Corpus) -> None:
 
 def _fmt(v: Any, unit: str) -> str:
     if isinstance(v, str):
-        return v
+        return v if len(v) <= 110 else v[:107] + "…"  # the whole reason is in benchmarks/out/peers.json
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
     if isinstance(v, int):
