@@ -116,6 +116,15 @@ def rows(results: Sequence[dict[str, Any]]) -> list[list[str]]:
 
 
 def table(results: Sequence[dict[str, Any]]) -> str:
-    lines = ["| target | set | mnemo / peer | verdict |", "|---|---|---|---|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows(results)]
+    """One line per target: the sets where it is met and where not, each with mnemo / peer."""
+    grouped: dict[str, dict[str, list[str]]] = {}
+    for target, where, value, verdict in rows(results):
+        g = grouped.setdefault(target, {"met": [], "not": [], "none": []})
+        bucket = "met" if verdict == "met" else "none" if value == "—" else "not"
+        g[bucket].append(where if value == "—" else f"{where} ({value})")
+    lines = ["| target | met on (mnemo / peer) | not met on | no figure |", "|---|---|---|---|"]
+    for target, g in grouped.items():
+        lines.append(
+            f"| {target} | {'; '.join(g['met']) or '—'} | {'; '.join(g['not']) or '—'} | {'; '.join(g['none']) or '—'} |"
+        )
     return "\n".join(lines)
