@@ -35,6 +35,10 @@ class WorkspacePathError(ValueError):
 _DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-([^/]+))?\.md$")
 
 
+_UNKNOWN = object()
+CLASSIFY_CACHE_PATHS = 200_000
+
+
 @dataclass(frozen=True)
 class MemoryFile:
     path: str  # workspace-relative, POSIX separators
@@ -84,13 +88,26 @@ class Workspace:
         )
         self.extra_paths = tuple(p.strip("/") for p in extra_paths if p.strip("/"))
         self.include_sessions = include_sessions
+        self._classified: dict[str, MemoryFile | None] = {}
 
     # -- classification -------------------------------------------------------------------------
     def classify(self, rel_path: str) -> MemoryFile | None:
         """Kind of a workspace-relative path, or None when it is not memory (or is ignored).
 
-        Plain string work: a scan classifies every file, so this stays cheap (no pathlib, no fnmatch).
+        A pure function of the path and the workspace's settings, remembered: a scan classifies every
+        file, and a no-op sync is mostly scanning.
         """
+        known = self._classified.get(rel_path, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
+        found = self._classify(rel_path)
+        if len(self._classified) > CLASSIFY_CACHE_PATHS:
+            self._classified.clear()
+        self._classified[rel_path] = found
+        return found
+
+    def _classify(self, rel_path: str) -> MemoryFile | None:
+        """Plain string work (no pathlib, no fnmatch)."""
         rel = rel_path.replace("\\", "/").strip("/") if "\\" in rel_path else rel_path
         if not rel or rel.startswith("/") or rel_path.startswith("/"):
             return None
