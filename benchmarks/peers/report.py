@@ -36,7 +36,9 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("mrr@10", "MRR@10", "", False),
     ("ndcg@10", "nDCG@10", "", False),
     ("hit_none", "queries with no result", "", True),
+    ("loadavg_after", "load average (1 min) when the system's run ended", "", True),
 ]
+NO_RATIO = {"hit_none", "loadavg_after"}
 
 
 def score(res: dict[str, Any], corpus: Corpus) -> None:
@@ -62,6 +64,8 @@ def _fmt(v: Any, unit: str) -> str:
         return "—"
     if isinstance(v, int):
         return f"{v:,}"
+    if unit == "load":
+        return f"{v:.1f}"
     if unit == "":
         return f"{v:.3f}"
     digits = 2 if abs(v) < 10 else (1 if abs(v) < 100 else 0)
@@ -88,9 +92,11 @@ def table(corpus_name: str, mode: str, results: Sequence[dict[str, Any]], meta: 
     for key, label, unit, _ in ROWS:
         if not any(key in r for r in by.values()):
             continue
-        cells = [label, _fmt(mn.get(key), unit) + _found(mn, key)]
+        fmt_unit = "load" if key == "loadavg_after" else unit
+        cells = [label, _fmt(mn.get(key), fmt_unit) + _found(mn, key)]
         for p in peers:
-            cells += [_fmt(by[p].get(key), unit) + _found(by[p], key), _ratio(mn.get(key), by[p].get(key))]
+            ratio = "—" if key in NO_RATIO else _ratio(mn.get(key), by[p].get(key))
+            cells += [_fmt(by[p].get(key), fmt_unit) + _found(by[p], key), ratio]
         lines.append("| " + " | ".join(cells) + " |")
     info = meta.get("corpora", {}).get(corpus_name, {})
     title = f"#### {corpus_name}, {mode} ({info.get('files', '?')} files, {info.get('scored', '?')} scored queries)"
