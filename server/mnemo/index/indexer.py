@@ -277,8 +277,7 @@ class Indexer:
             return
         with store.transaction():
             store.delete_chunks([cid for cid, _ in existing.values()])
-            for cid, chunk in kept:
-                store.move_chunk(cid, chunk.start_line, chunk.end_line)
+            store.move_chunks([(cid, chunk.start_line, chunk.end_line) for cid, chunk in kept])
             store.insert_chunks(rows, vectors, live=live)
             store.upsert_file(*file_row)
         report.files_indexed += 1

@@ -261,9 +261,14 @@ class ChunkStore:
         self._fts_removed.extend(ids)
         self.con.execute("DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [list(ids)])
 
-    def move_chunk(self, chunk_id: int, start_line: int, end_line: int) -> None:
+    def move_chunks(self, moves: Sequence[tuple[int, int, int]]) -> None:
+        """Set new line ranges of kept chunks, ``(chunk id, start, end)``, in one statement."""
+        if not moves:
+            return
+        values = ", ".join(f"({int(cid)}, {int(start)}, {int(end)})" for cid, start, end in moves)
         self.con.execute(
-            "UPDATE chunks SET start_line = ?, end_line = ? WHERE id = ?", [start_line, end_line, chunk_id]
+            "UPDATE chunks SET start_line = m.start_line, end_line = m.end_line "
+            f"FROM (VALUES {values}) m(id, start_line, end_line) WHERE chunks.id = m.id"
         )
 
     # -- a full build: many files a statement -----------------------------------------------------
