@@ -22,7 +22,7 @@ help:
 	@echo "make lint    ruff + mypy"
 	@echo "make bench   engine benchmarks (figures in docs/benchmarks.md)"
 	@echo "make bench-peers  mnemo vs OpenClaw memory and QMD, same corpora and model (installs the peers"
-	@echo "             from npm into ~/.cache/mnemo-peers; ~30-40 min; not part of make test)"
+	@echo "             from npm into ~/.cache/mnemo-peers; ~40 min; not part of make test)"
 	@echo "make vsix    package the VS Code extension (clients/vscode/dist/mnemo.vsix)"
 	@echo "make vscode-e2e-setup  install code-server, Node 24 and Chromium for the VS Code end-to-end tests"
 

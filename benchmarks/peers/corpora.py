@@ -110,4 +110,6 @@ def load(spec: str, data_dir: Path, latency_queries: int) -> Corpus:
     if name not in folders:
         raise SystemExit(f"unknown corpus {spec!r}: use en:N, zh:N, msmarco[:docs=N,queries=M], cmrc[:...]")
     folder, lang = folders[name]
+    if not (data_dir / folder / "corpus.jsonl").is_file():
+        raise SystemExit(f"{data_dir / folder} is not a BEIR folder: pass --data-dir (or leave {name} out)")
     return beir(data_dir / folder, lang, int(opts.get("docs", 0)), int(opts.get("queries", 0)))

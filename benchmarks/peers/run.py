@@ -14,7 +14,8 @@ all-MiniLM-L6-v2 as mnemo's GGUF file for all three (OpenClaw through a loopback
 path, `qmd query --no-rerank` with lex/vec lines). Embedding runs at a few chunks/s on 2 cores: keep hybrid
 corpora small.
 
-    make bench-peers       # the defaults below (~30-40 min on 2 cores)
+    make bench-peers       # the defaults below (~40 min on 2 cores)
+    make bench-peers PEERS_ARGS="--keyword en:100 --hybrid"   # options pass through PEERS_ARGS
     python benchmarks/peers/run.py --keyword en:1000 zh:1000 en:10000 zh:10000 msmarco cmrc \\
         --hybrid en:100 zh:100 msmarco:docs=300 cmrc:docs=200,queries=150   # full set (hours)
     python benchmarks/peers/run.py --keyword en:100 --hybrid --systems mnemo,qmd --no-docs   # quick look
