@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads((OUT / "peers.json").read_text(encoding="utf-8"))
         results = saved["results"]
         meta["corpora"] = saved.get("corpora", {})
+        if peers is None:  # a mnemo-only re-run keeps the peers' versions of the saved rows
+            meta["versions"] = saved["versions"]
         meta["command"] = f"{saved['command']}` then `{meta['command']}"
         meta["machine_line"] = (
             f"{saved['machine_line']} Re-measured rows ({args.systems}): load average at start "
