@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mnemo.vcs import MemoryRepo
+if TYPE_CHECKING:  # gitpython loads only for commit and log
+    from mnemo.vcs import MemoryRepo
 
 
 def _repo(args: argparse.Namespace) -> MemoryRepo:
     from mnemo.config import load_settings
+    from mnemo.vcs import MemoryRepo
     from mnemo.workspace.layout import Workspace
 
     root = args.workspace.resolve()

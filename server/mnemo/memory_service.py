@@ -89,6 +89,8 @@ class MemoryService:
         with self._write_lock:
             self.index_state.state = "indexing"
             try:
+                if self.indexer.store is None and not full:
+                    self.indexer.open()  # an existing index: no rebuild, no statistics to carry
                 saved = self._saved_retrievals(full)
                 report = self.indexer.sync(full=full, progress=track, cancel=cancel)
                 if report.rebuilt:

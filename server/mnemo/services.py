@@ -9,18 +9,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mnemo.config import ConfigProblem, Settings, load_settings
-from mnemo.editor_service import EditorService
 from mnemo.embeddings import build_embedder
 from mnemo.memory_service import MemoryService
-from mnemo.policy.approvals import ApprovalQueue, Approver
-from mnemo.policy.audit import AuditLog
-from mnemo.policy.gate import ToolGate
-from mnemo.policy.risk import RiskMonitor
-from mnemo.policy.rules import load_policy
 from mnemo.workspace.layout import Workspace
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # built on first use: `mnemo index` and `mnemo search` never import them
     from mnemo.agent import Agent
+    from mnemo.editor_service import EditorService
+    from mnemo.policy.approvals import ApprovalQueue, Approver
+    from mnemo.policy.audit import AuditLog
+    from mnemo.policy.gate import ToolGate
+
+
+def _approval_queue() -> ApprovalQueue:
+    from mnemo.policy.approvals import ApprovalQueue
+
+    return ApprovalQueue()
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +35,7 @@ class Services:
     problems: list[ConfigProblem]
     workspace: Workspace
     memory: MemoryService
-    approvals: ApprovalQueue = field(default_factory=ApprovalQueue)
+    approvals: ApprovalQueue = field(default_factory=_approval_queue)
     """Pending approvals of this process (listed and resolved by the LSP server)."""
     _gate: ToolGate | None = field(default=None, init=False, repr=False)
     _gate_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -65,6 +69,8 @@ class Services:
     def editor(self) -> EditorService:
         """Hover insights, hygiene diagnostics, memory edits and Git for the editor (built on first use)."""
         if self._editor is None:
+            from mnemo.editor_service import EditorService
+
             self._editor = EditorService(self.memory, self.settings)
         return self._editor
 
@@ -84,6 +90,8 @@ class Services:
 def audit_log_for(root: Path, settings: Settings) -> AuditLog:
     """``<workspace>/<index.dir>/audit.jsonl``; its HMAC key (and head anchor) stay outside the workspace,
     in the user data folder (``$XDG_DATA_HOME/mnemo/audit.key``)."""
+    from mnemo.policy.audit import AuditLog
+
     folder = Path(settings.index.dir)
     return AuditLog((folder if folder.is_absolute() else root / folder) / "audit.jsonl")
 
@@ -92,6 +100,10 @@ def build_tool_gate(
     root: Path, approver: Approver, settings: Settings | None = None, *, approval_timeout_s: float = 120
 ) -> ToolGate:
     """Policy from ``root/mnemo.toml`` ([policy]), the audit log, a risk monitor template, the approver."""
+    from mnemo.policy.gate import ToolGate
+    from mnemo.policy.risk import RiskMonitor
+    from mnemo.policy.rules import load_policy
+
     if settings is None:
         settings, _ = load_settings(root)
     problems: list[str] = []

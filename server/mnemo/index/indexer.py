@@ -90,8 +90,9 @@ class Indexer:
     def open(self) -> bool:
         """Open the existing index when it is compatible. False means a full build is needed."""
         wanted = self.identity()
-        if ChunkStore.read_identity(self.path) == wanted:
-            self.store = ChunkStore.open_existing(self.path, wanted)
+        store = ChunkStore.open_compatible(self.path, wanted)
+        if store is not None:
+            self.store = store
             self.opened.set()
             return True
         return False

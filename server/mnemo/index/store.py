@@ -100,8 +100,9 @@ class ChunkStore:
 
     # -- opening ------------------------------------------------------------------------------
     @staticmethod
-    def read_identity(path: Path) -> IndexIdentity | None:
-        """The identity stored in an existing index, or None when missing, corrupt or of another schema."""
+    def _connect_identity(path: Path) -> tuple[duckdb.DuckDBPyConnection, IndexIdentity] | None:
+        """An open connection to an existing index and its identity; None (closed) when missing, corrupt,
+        incomplete or of another schema."""
         if not path.exists():
             return None
         try:
@@ -114,16 +115,33 @@ class ChunkStore:
             con.execute("SELECT count(*) FROM chunks").fetchone()
         except duckdb.Error as exc:
             log.warning("index %s is damaged (%s); it will be rebuilt", path, exc)
-            return None
-        finally:
             con.close()
-        if meta.get("schema_version") != SCHEMA_VERSION or meta.get("complete") != "1":
             return None
-        return IndexIdentity(meta["provider"], meta["model"], int(meta["dims"]), meta["chunker"])
+        if meta.get("schema_version") != SCHEMA_VERSION or meta.get("complete") != "1":
+            con.close()
+            return None
+        return con, IndexIdentity(meta["provider"], meta["model"], int(meta["dims"]), meta["chunker"])
+
+    @staticmethod
+    def read_identity(path: Path) -> IndexIdentity | None:
+        """The identity stored in an existing index, or None when missing, corrupt or of another schema."""
+        found = ChunkStore._connect_identity(path)
+        if found is None:
+            return None
+        found[0].close()
+        return found[1]
 
     @classmethod
-    def open_existing(cls, path: Path, identity: IndexIdentity) -> ChunkStore:
-        return cls(path, connect(path), identity)
+    def open_compatible(cls, path: Path, wanted: IndexIdentity) -> ChunkStore | None:
+        """The existing index when it was built with ``wanted`` (one connection), else None."""
+        found = cls._connect_identity(path)
+        if found is None:
+            return None
+        con, identity = found
+        if identity != wanted:
+            con.close()
+            return None
+        return cls(path, con, identity)
 
     @classmethod
     def create(cls, path: Path, identity: IndexIdentity) -> ChunkStore:
