@@ -26,6 +26,7 @@ def _approval_queue() -> ApprovalQueue:
 
     return ApprovalQueue()
 
+
 log = logging.getLogger(__name__)
 
 
