@@ -81,7 +81,12 @@ def run_gateway(args: argparse.Namespace) -> int:
     if not args.no_sync:
         shared.on_writer = lambda: _quiet_sync(shared)
     gateway = Gateway(
-        root, settings, services.agent, shared, services.memory.indexer.dir / "gateway-sessions.json"
+        root,
+        settings,
+        services.agent,
+        shared,
+        services.memory.indexer.dir / "gateway-sessions.json",
+        approvals=services.approvals,  # the agent's tool gate asks this queue; admins answer over RPC
     )
     gateway.core.after_turn = lambda reply: _reindex_if_written(shared, reply)
     if args.check:

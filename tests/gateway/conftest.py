@@ -61,7 +61,7 @@ async def start_gateway(
     started: list[Gateway] = []
 
     async def start(
-        raw: dict[str, Any] | None = None, reply: Any = echo, root: Path | None = None
+        raw: dict[str, Any] | None = None, reply: Any = echo, root: Path | None = None, approvals: Any = None
     ) -> Running:
         ws_root = root or sample_workspace
         services = services_factory(ws_root)
@@ -74,7 +74,7 @@ async def start_gateway(
         assert problems == []
         settings.auth.pbkdf2_iterations = 1000  # fast tests; the default is 100,000
         gateway = Gateway(
-            ws_root, settings, agent, services.memory, ws_root / ".mnemo" / "gateway-sessions.json"
+            ws_root, settings, agent, services.memory, ws_root / ".mnemo" / "gateway-sessions.json", approvals
         )
         port = await gateway.start("127.0.0.1", 0)
         started.append(gateway)

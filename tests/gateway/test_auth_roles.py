@@ -142,3 +142,50 @@ async def test_a_client_may_drop_to_guest_and_then_chats_without_private_memory(
         assert code_of(exc) == FORBIDDEN
     finally:
         await client.close()
+
+
+async def test_admins_see_approval_requests_and_answer_them(start_gateway: Any) -> None:
+    import asyncio
+    import threading
+
+    from mnemo.policy.approvals import ApprovalQueue, ApprovalRequest
+
+    queue = ApprovalQueue()
+    gw = await start_gateway(approvals=queue)
+    admin = await login(gw.url)
+    user = await login(gw.url, "password", PASSWORD)
+    shown: list[dict[str, Any]] = []
+    closed: list[str] = []
+    admin.approval.request = lambda **params: shown.append(params)
+    admin.approval.closed = lambda **params: closed.append(params["id"])
+    request = ApprovalRequest(
+        "s1", "exec", {"command": "make deploy"}, "make deploy", "confirm", "r1", "why", 30.0
+    )
+    answers: list[str] = []
+    asking = threading.Thread(target=lambda: answers.append(queue.ask(request)))
+    asking.start()
+    try:
+        for _ in range(100):
+            if shown:
+                break
+            await asyncio.sleep(0.05)
+        assert shown and shown[0]["command"] == "make deploy" and shown[0]["id"] == request.id
+        assert [a["id"] for a in (await admin.approvals.list())["approvals"]] == [request.id]
+        with pytest.raises(ProtocolError) as exc:
+            await user.approvals.resolve(id=request.id, choice="allow_once")
+        assert code_of(exc) == FORBIDDEN
+        with pytest.raises(ProtocolError):
+            await admin.approvals.resolve(id=request.id, choice="sure")
+        assert (await admin.approvals.resolve(id=request.id, choice="allow_once"))["resolved"] is True
+        asking.join(5)
+        assert answers == ["allow_once"] and request.resolution.startswith("gateway:")
+        for _ in range(40):
+            if closed:
+                break
+            await asyncio.sleep(0.05)
+        assert closed == [request.id]
+        assert (await admin.approvals.resolve(id=request.id, choice="deny"))["resolved"] is False
+    finally:
+        queue.resolve(request.id, "deny")
+        await admin.close()
+        await user.close()

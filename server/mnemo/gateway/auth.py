@@ -43,6 +43,8 @@ PERMISSIONS: dict[str, frozenset[str]] = {
         "routes.resolve",
         "channels.list",
         "status",
+        "approvals.list",
+        "approvals.resolve",
     },
 }
 """Methods each role may call. Guests chat in sessions that never see MEMORY.md or private recall."""

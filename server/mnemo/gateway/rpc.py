@@ -92,6 +92,8 @@ class RpcFront:
             "routes.resolve": self.routes_resolve,
             "channels.list": self.channels_list,
             "status": self.status,
+            "approvals.list": self.approvals_list,
+            "approvals.resolve": self.approvals_resolve,
         }
         self.connections: set[Connection] = set()
 
@@ -250,3 +252,29 @@ class RpcFront:
 
     async def status(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self.gateway.status()
+
+    # -- approvals (admin) ----------------------------------------------------------------------------
+    def notify_admins(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification to every admin connection (on the event loop)."""
+        for conn in list(self.connections):
+            if conn.role == "admin":
+                task = asyncio.ensure_future(conn.notify(method, params))
+                conn.tasks.add(task)
+                task.add_done_callback(conn.tasks.discard)
+
+    async def approvals_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        queue = self.gateway.approvals
+        return {"approvals": [] if queue is None else [r.to_dict() for r in queue.pending()]}
+
+    async def approvals_resolve(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        from mnemo.policy.approvals import parse_choice
+
+        queue = self.gateway.approvals
+        if queue is None:
+            raise RpcError(INVALID_PARAMS, "this gateway has no approval queue")
+        try:
+            choice = parse_choice(params.get("choice"))
+        except ValueError as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from exc
+        resolved = queue.resolve(_text(params, "id"), choice, by=f"gateway:{conn.principal}")
+        return {"resolved": resolved}

@@ -14,7 +14,7 @@ import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
@@ -27,6 +27,9 @@ from .core import ChatAgent, GatewayCore, GatewayReply
 from .routing import InboundMessage
 from .session_table import SessionTable
 from .settings import GatewaySettings
+
+if TYPE_CHECKING:
+    from mnemo.policy.approvals import ApprovalQueue, ApprovalRequest
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,7 @@ class Gateway:
         agent: ChatAgent,
         memory: MemoryReader,
         table_path: Path,
+        approvals: ApprovalQueue | None = None,
     ) -> None:
         from .rpc import RpcFront
 
@@ -90,6 +94,24 @@ class Gateway:
         self.app.router.add_get("/rpc", self.rpc.handle_ws)
         self._load_channels()
         self._runner: web.AppRunner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.approvals = approvals
+        if approvals is not None:
+            approvals.add_asker(self._show_approval)
+
+    # -- approvals: shown to admin connections, answered with approvals.resolve ------------------------
+    def _show_approval(self, request: ApprovalRequest) -> Callable[[], object] | None:
+        """Called from the agent's worker thread when a tool call needs approval."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return None
+        loop.call_soon_threadsafe(self.rpc.notify_admins, "approval.request", request.to_dict())
+
+        def withdraw() -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self.rpc.notify_admins, "approval.closed", {"id": request.id})
+
+        return withdraw
 
     # -- ChannelHost ----------------------------------------------------------------------------------
     async def dispatch(
@@ -182,6 +204,7 @@ class Gateway:
         """Listen; returns the port (useful with port 0)."""
         host = host or self.settings.host
         check_bind(host, self.settings.auth.configured)
+        self._loop = asyncio.get_running_loop()
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, self.settings.port if port is None else port)
