@@ -65,6 +65,10 @@ class SearchSettings:
     """minScore in keyword mode (no embedding provider): text-only scores run lower than hybrid ones."""
     vector_weight: float = 0.7
     text_weight: float = 0.3
+    cjk_vector_weight: float = -1.0
+    """vector_weight for queries written mostly in CJK scripts. -1: automatic — 0.2 with the bundled
+    all-MiniLM-L6-v2, an English model whose vectors of Chinese text are mostly noise; vector_weight
+    with any other model."""
     half_life_days: float = 30.0
     decay: Literal["supersede", "multiplicative", "off"] = "supersede"
     """supersede: recency orders near-ties and lets a newer similar memory win, never buries a unique match;
@@ -156,6 +160,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "search.min_score": (0.0, 1.0),
     "search.keyword_min_score": (0.0, 1.0),
     "search.vector_weight": (0.0, 1.0),
+    "search.cjk_vector_weight": (-1.0, 1.0),
     "search.text_weight": (0.0, 1.0),
     "search.half_life_days": (0.1, 100_000.0),
     "search.memory_weight": (0.0, 100.0),

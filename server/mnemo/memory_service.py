@@ -60,7 +60,13 @@ class MemoryService:
         self.embedder = embedder
         self.config_problems = list(config_problems)
         self.indexer = Indexer(workspace, embedder, settings.index, settings.chunking)
-        self.searcher = HybridSearcher(embedder, settings.search, self.indexer.embed_lock)
+        self.searcher = HybridSearcher(
+            embedder,
+            settings.search,
+            self.indexer.embed_lock,
+            # The bundled all-MiniLM-L6-v2 is English-only: CJK queries lean on BM25 (cjk_vector_weight).
+            english_only_vectors=settings.embedding.provider == "local" and not settings.embedding.model_path,
+        )
         self.index_state = IndexState()
         self._write_lock = threading.RLock()
         self._pending: dict[str, str | None] = {}

@@ -164,3 +164,38 @@ class TestLocalModel:
         # MiniLM does not know Chinese; the BM25 match must still surface the note.
         outcome = hybrid.memory.search("法兰克福")
         assert outcome.results and outcome.results[0].path == "memory/中文.md"
+
+
+def test_cjk_queries_lean_on_bm25_with_the_bundled_english_model() -> None:
+    import threading
+
+    from mnemo.config import SearchSettings
+    from mnemo.search.hybrid import HybridSearcher
+    from mnemo.text.terms import cjk_share
+
+    assert cjk_share("数据库迁移") == 1.0 and cjk_share("billing database") == 0.0
+    assert 0.5 < cjk_share("API 设计评审") < 1.0 and cjk_share("  ") == 0.0
+    embedder = object()
+    bundled = HybridSearcher(embedder, SearchSettings(), threading.Lock(), english_only_vectors=True)  # type: ignore[arg-type]
+    assert bundled.vector_weight("billing database") == 0.7
+    assert bundled.vector_weight("数据库集群迁移") == 0.2
+    assert bundled.vector_weight("API 设计评审") == 0.2
+    other = HybridSearcher(embedder, SearchSettings(), threading.Lock())  # type: ignore[arg-type]
+    assert other.vector_weight("数据库集群迁移") == 0.7, "another model keeps the configured weight"
+    chosen = HybridSearcher(embedder, SearchSettings(cjk_vector_weight=0.5), threading.Lock())  # type: ignore[arg-type]
+    assert chosen.vector_weight("数据库集群迁移") == 0.5 and chosen.vector_weight("database") == 0.7
+
+
+def test_the_automatic_cjk_weight_follows_the_embedding_settings(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    from mnemo.services import build_services as build
+
+    default = build(make_workspace({}))
+    root = make_workspace({"models/bge-m3.gguf": b"GGUF"})
+    (root / "mnemo.toml").write_text(f'[embedding]\nmodel_path = "{root / "models" / "bge-m3.gguf"}"\n')
+    custom = build(root)
+    try:
+        assert default.memory.searcher.english_only_vectors is True
+        assert custom.memory.searcher.english_only_vectors is False
+    finally:
+        default.close()
+        custom.close()

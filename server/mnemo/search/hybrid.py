@@ -16,7 +16,7 @@ from mnemo.embeddings import Embedder
 from mnemo.index import fts
 from mnemo.index.postings import PostingsCache
 from mnemo.search import ranking
-from mnemo.text.terms import query_terms, token_set
+from mnemo.text.terms import cjk_share, query_terms, token_set
 
 MEMORY_FILES = ("MEMORY.md", "memory.md")
 
@@ -119,6 +119,12 @@ class _LazyTokens(dict[int, frozenset[str]]):
         return found
 
 
+CJK_QUERY_SHARE = 0.5
+"""A query whose visible characters are at least this much CJK is a CJK query."""
+ENGLISH_MODEL_CJK_VECTOR_WEIGHT = 0.2
+"""Automatic cjk_vector_weight with the bundled English model (benchmarks: CMRC hybrid nDCG@10)."""
+
+
 def vector_literal(vector: np.ndarray) -> str:
     """A FLOAT[n] SQL literal of a float vector (only ever built from our own embeddings)."""
     values = ",".join(format(float(x), ".9g") for x in vector)
@@ -134,10 +140,32 @@ def vector_query(literal: str, limit: int) -> str:
 
 
 class HybridSearcher:
-    def __init__(self, embedder: Embedder, settings: SearchSettings, embed_lock: threading.Lock) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        settings: SearchSettings,
+        embed_lock: threading.Lock,
+        *,
+        english_only_vectors: bool = False,
+    ) -> None:
         self.embedder = embedder
         self.settings = settings
         self.embed_lock = embed_lock
+        self.english_only_vectors = english_only_vectors
+        """The vectors come from the bundled English-only model (automatic cjk_vector_weight)."""
+
+    def vector_weight(self, query: str) -> float:
+        """The vector part's weight for ``query``: lower for a mostly-CJK query when the model is English."""
+        s = self.settings
+        if cjk_share(query) < CJK_QUERY_SHARE:
+            return s.vector_weight
+        if s.cjk_vector_weight >= 0:
+            return s.cjk_vector_weight
+        return (
+            min(s.vector_weight, ENGLISH_MODEL_CJK_VECTOR_WEIGHT)
+            if self.english_only_vectors
+            else s.vector_weight
+        )
 
     def search(
         self,
@@ -203,7 +231,7 @@ class HybridSearcher:
                 if cand.vector is None and qvec is not None:
                     cand.vector = ranking.vector_score(float(cand.embedding @ qvec))
         live = [c for c in cands.values() if c.row and (not sources or c.row[3] in sources)]
-        hits = self._rank(live, query, today, dims)
+        hits = self._rank(live, query, today, dims, self.vector_weight(query))
         kept = [h for h in hits if h.parts.score >= floor]
         if s.mmr and len(kept) > 1:
             order = ranking.mmr_order(
@@ -219,13 +247,15 @@ class HybridSearcher:
             outcome.notes.append(f"{len(hits)} candidate(s) scored below minScore {floor}")
         return outcome
 
-    def _rank(self, cands: list[_Candidate], query: str, today: date, dims: int) -> list[SearchHit]:
+    def _rank(
+        self, cands: list[_Candidate], query: str, today: date, dims: int, vector_weight: float | None = None
+    ) -> list[SearchHit]:
         s = self.settings
+        if vector_weight is None:
+            vector_weight = s.vector_weight
         recent = ranking.asks_about_recent(query)
         base = {
-            c.chunk_id: ranking.combine(
-                c.vector if dims > 0 else None, c.text, s.vector_weight, s.text_weight
-            )
+            c.chunk_id: ranking.combine(c.vector if dims > 0 else None, c.text, vector_weight, s.text_weight)
             for c in cands
         }
         tokens = _LazyTokens({c.chunk_id: c.row[9] for c in cands})

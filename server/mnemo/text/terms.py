@@ -42,6 +42,7 @@ CJK_CHARS = (
 _CJK_RUNS_RE = re.compile(f"[{CJK_CHARS}]+|[^{CJK_CHARS}]+")
 _CJK_SEARCH = re.compile(f"[{CJK_CHARS}]").search
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+").fullmatch
+_CJK_ALL = re.compile(f"[{CJK_CHARS}]").findall
 _JOINER_RE = re.compile(r"[_\-]+")
 # The ASCII case of :func:`_camel_parts`, which gives the same parts.
 _ASCII_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[^A-Z]+|[A-Z]+[^A-Z]*")
@@ -191,3 +192,9 @@ def terms_string(text: str) -> str:
 def token_set(text: str) -> frozenset[str]:
     """The set of terms of ``text`` (for Jaccard overlap between search results)."""
     return frozenset(index_terms(text))
+
+
+def cjk_share(text: str) -> float:
+    """Fraction of the non-space characters of ``text`` that are CJK (0.0 for empty text)."""
+    visible = len(text) - sum(1 for c in text if c.isspace())
+    return len(_CJK_ALL(text)) / visible if visible else 0.0
