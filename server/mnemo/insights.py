@@ -187,24 +187,6 @@ def insight_from_stats(
     )
 
 
-def line_insight(
-    con: duckdb.DuckDBPyConnection,
-    path: str,
-    line: int,
-    settings: SearchSettings,
-    *,
-    blame: BlameLine | None = None,
-    today: date | None = None,
-) -> LineInsight:
-    stats = file_chunk_stats(con, path)
-    if stats:
-        file_day = stats[0].day
-    else:
-        day_row = con.execute("SELECT day FROM files WHERE path = ?", [path]).fetchone()
-        file_day = day_row[0] if day_row else None
-    return insight_from_stats(stats, path, line, settings, file_day=file_day, blame=blame, today=today)
-
-
 @dataclass(frozen=True)
 class ChunkLens:
     start_line: int

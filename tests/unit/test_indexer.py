@@ -264,11 +264,11 @@ def test_bom_and_crlf(make_workspace, services_factory, text: str) -> None:  # t
 def test_a_full_build_written_in_batches_matches_file_by_file_indexing(  # type: ignore[no-untyped-def]
     make_workspace, hash_embedder, consistent
 ) -> None:
-    from mnemo.index import indexer as indexer_module
+    from mnemo.index.store import BUILD_BATCH_FILES
 
     files: dict[str, str | bytes] = {
         f"memory/topic-{i:03d}.md": f"# Topic {i}\n\nNote number {i} about subject{i}.\n\n## More\n- item {i}\n"
-        for i in range(indexer_module.BUILD_BATCH_FILES * 2 + 7)
+        for i in range(BUILD_BATCH_FILES * 2 + 7)
     }
     files["memory/2026-11-02.md"] = "# 2026-11-02\n\n- dated note about the zebrafinch\n"
     files["memory/bad.md"] = b"\xff\xfe not utf-8 \x00 binary"

@@ -28,8 +28,6 @@ from mnemo.text.terms import TERMS_VERSION, terms_string
 from mnemo.workspace.layout import FileKind, MemoryFile, Workspace
 
 log = logging.getLogger(__name__)
-BUILD_BATCH_FILES = 256
-"""A full build writes this many files per statement (a new index file: nothing reads it yet)."""
 
 Progress = Callable[[int, int, str], None]
 """(files done, files total, current path)."""
@@ -161,8 +159,6 @@ class Indexer:
         report.files_seen = len(on_disk)
         present = set()
         for done, (memory_file, stat) in enumerate(on_disk):
-            if not live and done % BUILD_BATCH_FILES == 0:
-                store.flush_staged()
             if cancel is not None and cancel.is_set():
                 raise SearchCancelled("indexing cancelled")
             present.add(memory_file.path)

@@ -83,6 +83,34 @@ def _schema(dims: int) -> list[str]:
     ]
 
 
+BUILD_BATCH_FILES = 256
+"""A full build writes this many files per statement (a new index file: nothing reads it yet)."""
+
+_FILE_COLUMNS = [
+    *((name, pa.string()) for name in ("path", "kind", "source", "day", "hash")),
+    ("mtime", pa.float64()),
+    ("size", pa.int64()),
+    ("chunks", pa.int32()),
+    ("problem", pa.string()),
+]
+_RETRIEVAL_COLUMNS = [
+    ("chunk_key", pa.string()),
+    ("path", pa.string()),
+    ("start_line", pa.int32()),
+    ("end_line", pa.int32()),
+    ("query", pa.string()),
+    ("searched_at", pa.timestamp("us")),
+    *((name, pa.float64()) for name in ("vector", "text", "decay", "weight", "score")),
+    ("rank", pa.int32()),
+]
+
+
+def _rows_table(rows: Sequence[tuple[object, ...]], columns: Sequence[tuple[str, pa.DataType]]) -> pa.Table:
+    """Row tuples as an Arrow table with the given column names and types (one insert for all rows)."""
+    values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
+    return pa.table({name: pa.array(list(v), kind) for (name, kind), v in zip(columns, values, strict=True)})
+
+
 class ChunkStore:
     """The single writer's view of the index file. Readers take cursors from :meth:`reader`."""
 
@@ -293,11 +321,14 @@ class ChunkStore:
     def stage_file(
         self, rows: Sequence[ChunkRow], vectors: np.ndarray | None, file_row: tuple[object, ...]
     ) -> None:
-        """Queue a file's chunks and ``files`` row for :meth:`flush_staged` (building index only)."""
+        """Queue a file's chunks and ``files`` row (building index only); every BUILD_BATCH_FILES files,
+        and at :meth:`flush_staged`, they are written together."""
         self._staged_rows.extend(rows)
         if vectors is not None and len(rows):
             self._staged_vectors.append(vectors)
         self._staged_files.append(file_row)
+        if len(self._staged_files) >= BUILD_BATCH_FILES:
+            self.flush_staged()
 
     def flush_staged(self) -> None:
         """Write the queued files in one transaction: one chunk insert and one files insert."""
@@ -306,11 +337,7 @@ class ChunkStore:
         rows, files = self._staged_rows, self._staged_files
         vectors = np.concatenate(self._staged_vectors) if self._staged_vectors else None
         self._staged_rows, self._staged_vectors, self._staged_files = [], [], []
-        names = ["path", "kind", "source", "day", "hash", "mtime", "size", "chunks", "problem"]
-        kinds = [pa.string()] * 5 + [pa.float64(), pa.int64(), pa.int32(), pa.string()]
-        staged = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
-            {n: pa.array([f[i] for f in files], t) for i, (n, t) in enumerate(zip(names, kinds, strict=True))}
-        )
+        staged = _rows_table(files, _FILE_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
         with self.transaction():
             self.insert_chunks(rows, vectors, live=False)
             self.con.execute(
@@ -391,17 +418,7 @@ class ChunkStore:
         """Append search results to ``retrievals`` (values in the table's column order)."""
         if not rows:
             return
-        columns = list(zip(*rows, strict=True))
-        types = [pa.string(), pa.string(), pa.int32(), pa.int32(), pa.string(), pa.timestamp("us")]
-        types += [pa.float64()] * 5 + [pa.int32()]
-        names = ["chunk_key", "path", "start_line", "end_line", "query", "searched_at"]
-        names += ["vector", "text", "decay", "weight", "score", "rank"]
-        batch = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
-            {
-                name: pa.array(list(values), kind)
-                for name, values, kind in zip(names, columns, types, strict=True)
-            }
-        )
+        batch = _rows_table(rows, _RETRIEVAL_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
         self.con.execute("INSERT INTO retrievals SELECT * FROM batch")
 
     def retrieval_table(self) -> pa.Table:
