@@ -60,7 +60,6 @@ def run_gateway(args: argparse.Namespace) -> int:
     from mnemo.gateway.auth import default_token_file, ensure_token_file
     from mnemo.gateway.server import Gateway, check_bind
     from mnemo.gateway.settings import load_gateway_settings
-    from mnemo.index_sharing import SharedMemory
     from mnemo.services import build_services
 
     root = args.workspace.resolve()
@@ -77,7 +76,7 @@ def run_gateway(args: argparse.Namespace) -> int:
     services = build_services(root)
     for config_problem in services.problems:
         print(f"warning: {config_problem}", file=sys.stderr)
-    shared = SharedMemory(services.memory, role="gateway")
+    shared = services.share_index("gateway")
     if not args.no_sync:
         shared.on_writer = lambda: _quiet_sync(shared)
     gateway = Gateway(
@@ -109,7 +108,6 @@ def run_gateway(args: argparse.Namespace) -> int:
         return asyncio.run(_serve(gateway, host, args.port, token_file, writer))
     finally:
         stop.set()
-        shared.release()
         services.close()
 
 

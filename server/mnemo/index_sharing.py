@@ -126,7 +126,17 @@ class SharedMemory:
         return True
 
     def start(self) -> bool:
-        """Take the lease, asking a gateway writer to yield when this is an editor. True: writer."""
+        """Take the lease, asking a gateway writer to yield when this is an editor. True: writer.
+
+        False also when the lease cannot be taken at all (a read-only workspace): the process keeps
+        running, and its searches say why the index is unavailable."""
+        try:
+            return self._start()
+        except OSError as exc:
+            log.warning("cannot take the index writer lease in %s: %s", self.dir, exc)
+            return False
+
+    def _start(self) -> bool:
         if self.try_acquire():
             return True
         holder = self.holder() or {}

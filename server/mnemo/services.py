@@ -16,6 +16,7 @@ from mnemo.workspace.layout import Workspace
 if TYPE_CHECKING:  # built on first use: `mnemo index` and `mnemo search` never import them
     from mnemo.agent import Agent
     from mnemo.editor_service import EditorService
+    from mnemo.index_sharing import SharedMemory
     from mnemo.policy.approvals import ApprovalQueue, Approver
     from mnemo.policy.audit import AuditLog
     from mnemo.policy.gate import ToolGate
@@ -42,11 +43,23 @@ class Services:
     _gate_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _agent: Agent | None = field(default=None, init=False, repr=False)
     _editor: EditorService | None = field(default=None, init=False, repr=False)
+    _shared: SharedMemory | None = field(default=None, init=False, repr=False)
 
     def close(self) -> None:
+        if self._shared is not None:
+            self._shared.release()
         if self._agent is not None:
             self._agent.close()
         self.memory.close()
+
+    def share_index(self, role: str) -> SharedMemory:
+        """Join the workspace's one-writer arrangement as ``role`` (editor or gateway; see
+        :mod:`mnemo.index_sharing`); call ``start()`` on the result. Released by :meth:`close`."""
+        from mnemo.index_sharing import SharedMemory
+
+        if self._shared is None:
+            self._shared = SharedMemory(self.memory, role)
+        return self._shared
 
     @property
     def agent(self) -> Agent:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import logging
 import os
 import socket
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aiohttp import web
 
 from mnemo import __version__
+from mnemo.agent.sessions import SessionStore
 from mnemo.errors import MnemoError
 
 from .auth import Authenticator
@@ -161,23 +161,15 @@ class Gateway:
         entry = self.core.table.get(session_key)
         if entry is None:
             return {"sessionKey": session_key, "messages": []}
-        path = self.root / "sessions" / f"{entry.session_id}.jsonl"
+        store = SessionStore(self.root)
+        limit = max(1, min(limit, 500))
 
         def read() -> list[dict[str, Any]]:
-            out = []
-            try:
-                for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                    try:
-                        event = json.loads(line)
-                    except ValueError:
-                        continue
-                    if event.get("type") in ("user", "assistant"):
-                        out.append(
-                            {"role": event["type"], "text": event.get("text", ""), "ts": event.get("ts")}
-                        )
-            except FileNotFoundError:
-                pass
-            return out[-max(1, min(limit, 500)) :]
+            if not store.exists(entry.session_id):
+                return []
+            events = store.load(entry.session_id).events
+            turns = [e for e in events if e.get("type") in ("user", "assistant")]
+            return [{"role": e["type"], "text": e.get("text", ""), "ts": e.get("ts")} for e in turns[-limit:]]
 
         return {
             "sessionKey": session_key,

@@ -15,7 +15,6 @@ from pygls.lsp.server import LanguageServer
 from mnemo import __version__
 
 if TYPE_CHECKING:
-    from mnemo.index_sharing import SharedMemory
     from mnemo.services import Services
 
 SERVICES_WAIT_S = 60.0
@@ -57,7 +56,6 @@ class MnemoLanguageServer(LanguageServer):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.index_task: asyncio.Task[Any] | None = None
         self.index_cancel = threading.Event()
-        self.index_share: SharedMemory | None = None
         self.log_handler = LspLogHandler(self)
         self.document_listeners: list[Callable[[str], None]] = []
         """Called on the event loop with a document's URI after it is opened, changed or saved."""
@@ -68,18 +66,13 @@ class MnemoLanguageServer(LanguageServer):
     def start_services(self, root: Path) -> Services:
         """Build the core for the workspace the client opened. Its imports (DuckDB, NumPy) are paid
         here, after ``initialize`` has been answered; models load later still, on first use."""
-        from mnemo.index_sharing import SharedMemory
         from mnemo.services import build_services
 
         try:
             self.services = build_services(root)
             # One index writer per workspace: a gateway serving this workspace hands the index over.
-            self.index_share = SharedMemory(self.services.memory, role="editor")
-            try:
-                if not self.index_share.start():
-                    log.warning("another editor's mnemo server writes this workspace's index")
-            except OSError as exc:  # e.g. a read-only workspace: search still reports why it cannot index
-                log.warning("cannot take the index writer lease: %s", exc)
+            if not self.services.share_index("editor").start():
+                log.warning("another mnemo process writes this workspace's index")
         finally:
             self.services_ready.set()
         return self.services
@@ -101,9 +94,6 @@ class MnemoLanguageServer(LanguageServer):
 
     def close_services(self) -> None:
         self.index_cancel.set()
-        if self.index_share is not None:
-            self.index_share.release()
-            self.index_share = None
         if self.services is not None:
             self.services.close()
             self.services = None
