@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from mnemo.config import ConfigProblem, Settings
-from mnemo.embeddings import Embedder, EmbeddingError
+from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
 from mnemo.errors import IndexBusy, IndexUnavailable, MnemoError
 from mnemo.index.indexer import Indexer, Progress, SyncReport
 from mnemo.index.store import ChunkStore
@@ -65,7 +65,7 @@ class MemoryService:
             settings.search,
             self.indexer.embed_lock,
             # The bundled all-MiniLM-L6-v2 is English-only: CJK queries lean on BM25 (cjk_vector_weight).
-            english_only_vectors=settings.embedding.provider == "local" and not settings.embedding.model_path,
+            english_only_vectors=uses_bundled_english_model(settings.embedding),
         )
         self.index_state = IndexState()
         self._write_lock = threading.RLock()

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from .base import Embedder, EmbeddingError, default_cache_dir, heuristic_token_count, l2_normalize
-from .factory import NoneEmbedder, build_embedder
+from .factory import NoneEmbedder, build_embedder, uses_bundled_english_model
 
 __all__ = [
     "Embedder",
@@ -19,4 +19,5 @@ __all__ = [
     "default_cache_dir",
     "heuristic_token_count",
     "l2_normalize",
+    "uses_bundled_english_model",
 ]

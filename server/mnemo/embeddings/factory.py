@@ -41,6 +41,12 @@ class NoneEmbedder:
         pass
 
 
+def uses_bundled_english_model(settings: EmbeddingSettings) -> bool:
+    """Whether vectors come from the bundled all-MiniLM-L6-v2, an English-only model (provider local and no
+    model_path: what :func:`build_embedder` resolves to the converted default)."""
+    return settings.provider == "local" and not settings.model_path.strip()
+
+
 def build_embedder(settings: EmbeddingSettings, cache_dir: Path | None = None) -> Embedder:
     """Build the configured embedder without loading any model (that happens on first use).
 
@@ -64,7 +70,7 @@ def build_embedder(settings: EmbeddingSettings, cache_dir: Path | None = None) -
                 "Local embeddings need llama-cpp-python, which is not installed: run `make install` "
                 "(or set embedding.provider = 'openai' or 'none' in mnemo.toml)."
             )
-        model_path = Path(settings.model_path).expanduser() if settings.model_path.strip() else None
+        model_path = None if uses_bundled_english_model(settings) else Path(settings.model_path).expanduser()
         if model_path is not None and not model_path.is_file():
             raise EmbeddingError(f"embedding.model_path: no such file: {model_path}")
         return LocalEmbedder(
