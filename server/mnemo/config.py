@@ -180,8 +180,10 @@ _RANGES: dict[str, tuple[float, float]] = {
 }
 
 
-def _coerce(key: str, value: Any, hint: Any) -> Any:
-    """Return ``value`` as the type ``hint`` asks for, or raise ValueError with a reason."""
+def coerce_setting(key: str, value: Any, hint: Any, bounds: tuple[float, float] | None = None) -> Any:
+    """Return ``value`` as the type ``hint`` asks for, or raise ValueError with a reason.
+
+    ``bounds`` (default: this module's range for ``key``) is the inclusive range of a number."""
     origin = get_origin(hint)
     if origin is Literal:
         choices = get_args(hint)
@@ -206,7 +208,7 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         value = float(value)
     elif hint is str and not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
-    bounds = _RANGES.get(key)
+    bounds = bounds if bounds is not None else _RANGES.get(key)
     if bounds is not None and not bounds[0] <= value <= bounds[1]:
         raise ValueError(f"{value!r} is out of range [{bounds[0]}, {bounds[1]}]")
     return value
@@ -232,7 +234,7 @@ def settings_from_dict(raw: dict[str, Any]) -> tuple[Settings, list[ConfigProble
                 problems.append(ConfigProblem(full, f"unknown setting (known: {', '.join(hints)})"))
                 continue
             try:
-                setattr(section, key, _coerce(full, value, hints[key]))
+                setattr(section, key, coerce_setting(full, value, hints[key]))
             except ValueError as exc:
                 default = getattr(type(section)(), key)
                 problems.append(ConfigProblem(full, f"{exc}; using the default {default!r}"))

@@ -13,15 +13,16 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_type_hints
 
-from mnemo.config import CONFIG_FILE
+from mnemo.config import CONFIG_FILE, coerce_setting
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 18789
-ROLES = ("guest", "user", "admin")
-DM_SCOPES = ("main", "per-peer", "per-channel-peer")
-RESETS = ("never", "daily", "idle")
+Role = Literal["guest", "user", "admin"]
+ROLES: tuple[str, ...] = get_args(Role)
+DmScope = Literal["main", "per-peer", "per-channel-peer"]
+Reset = Literal["never", "daily", "idle"]
 ROUTE_FIELDS = ("peer", "parent_thread", "guild", "team", "account", "channel")
 """The fields a route can match, most specific first: the order in which routes are tried."""
 
@@ -32,8 +33,8 @@ class AuthSettings:
     """Admin token (prefer the MNEMO_GATEWAY_TOKEN environment variable)."""
     password: str = ""
     """Shared password (prefer MNEMO_GATEWAY_PASSWORD); logs in as ``password_role``."""
-    token_role: str = "admin"
-    password_role: str = "user"
+    token_role: Role = "admin"
+    password_role: Role = "user"
     max_failures: int = 5
     """Failed logins allowed per client address within ``failure_window_s`` before it is refused."""
     failure_window_s: float = 60.0
@@ -49,10 +50,10 @@ class AuthSettings:
 
 @dataclass
 class SessionPolicy:
-    dm_scope: str = "per-channel-peer"
+    dm_scope: DmScope = "per-channel-peer"
     """main: every direct message shares the agent's main session; per-peer: one per person across
     channels; per-channel-peer: one per person per channel."""
-    reset: str = "never"
+    reset: Reset = "never"
     """never: a session lives until /new or /reset; daily: a fresh session after ``reset_hour``;
     idle: a fresh session after ``idle_minutes`` without messages."""
     reset_hour: int = 4
@@ -100,41 +101,48 @@ class GatewaySettings:
         return AgentProfile(agent_id)
 
 
-def _take(
-    table: Mapping[str, Any], key: str, kind: type, default: Any, problems: list[str], where: str
-) -> Any:
-    value = table.get(key, default)
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        problems.append(f"{where}.{key}: expected {kind.__name__}, got {value!r}; using {default!r}")
-        return default
-    return value
+_BOUNDS: dict[str, tuple[float, float]] = {
+    "port": (0, 65535),
+    "max_concurrent": (1, 1024),
+    "queue_limit": (1, 100_000),
+    "turn_timeout_s": (1.0, 86_400.0),
+    "max_failures": (1, 1_000),
+    "failure_window_s": (1.0, 86_400.0),
+    "reset_hour": (0, 23),
+    "idle_minutes": (1, 525_600),
+}
+_NOT_SETTINGS = {"generated", "pbkdf2_iterations"}
 
 
-def _choice(value: str, choices: tuple[str, ...], default: str, problems: list[str], where: str) -> str:
-    if value in choices:
-        return value
-    problems.append(f"{where}: expected one of {', '.join(choices)}, got {value!r}; using {default!r}")
-    return default
+def _fill(
+    target: Any,
+    table: Mapping[str, Any],
+    where: str,
+    problems: list[str],
+    *,
+    skip: frozenset[str] = frozenset(),
+) -> None:
+    """Set ``target``'s fields from ``table`` with mnemo.config's coercion: a bad or unknown key is reported
+    and the field keeps its value."""
+    hints = {k: v for k, v in get_type_hints(type(target)).items() if k not in _NOT_SETTINGS}
+    for key, value in table.items():
+        if key in skip:
+            continue
+        if key not in hints or not isinstance(getattr(target, key), str | int | float):
+            known = [k for k in hints if isinstance(getattr(target, k), str | int | float)]
+            problems.append(f"{where}.{key}: unknown setting (known: {', '.join(known)})")
+            continue
+        try:
+            setattr(target, key, coerce_setting(f"{where}.{key}", value, hints[key], _BOUNDS.get(key)))
+        except ValueError as exc:
+            problems.append(f"{where}.{key}: {exc}; using {getattr(target, key)!r}")
 
 
 def _session_policy(
-    table: Mapping[str, Any], base: SessionPolicy, problems: list[str], where: str
+    table: Mapping[str, Any], base: SessionPolicy, problems: list[str], where: str, skip: frozenset[str]
 ) -> SessionPolicy:
     policy = SessionPolicy(base.dm_scope, base.reset, base.reset_hour, base.idle_minutes)
-    policy.dm_scope = _choice(
-        _take(table, "dm_scope", str, base.dm_scope, problems, where),
-        DM_SCOPES,
-        base.dm_scope,
-        problems,
-        where,
-    )
-    policy.reset = _choice(
-        _take(table, "reset", str, base.reset, problems, where), RESETS, base.reset, problems, where
-    )
-    policy.reset_hour = _take(table, "reset_hour", int, base.reset_hour, problems, where) % 24
-    policy.idle_minutes = max(1, _take(table, "idle_minutes", int, base.idle_minutes, problems, where))
+    _fill(policy, table, where, problems, skip=skip)
     return policy
 
 
@@ -145,38 +153,21 @@ def gateway_settings_from_dict(
     env = os.environ if env is None else env
     problems: list[str] = []
     s = GatewaySettings()
-    s.host = _take(raw, "host", str, s.host, problems, "gateway")
-    s.port = _take(raw, "port", int, s.port, problems, "gateway")
-    if not 0 <= s.port <= 65535:
-        problems.append(f"gateway.port: {s.port} is not a port; using {DEFAULT_PORT}")
-        s.port = DEFAULT_PORT
-    s.max_concurrent = max(1, _take(raw, "max_concurrent", int, s.max_concurrent, problems, "gateway"))
-    s.queue_limit = max(1, _take(raw, "queue_limit", int, s.queue_limit, problems, "gateway"))
-    s.turn_timeout_s = max(1.0, _take(raw, "turn_timeout_s", float, s.turn_timeout_s, problems, "gateway"))
-
-    auth_raw = raw.get("auth", {})
-    auth = AuthSettings()
-    if isinstance(auth_raw, dict):
-        auth.token = _take(auth_raw, "token", str, "", problems, "gateway.auth")
-        auth.password = _take(auth_raw, "password", str, "", problems, "gateway.auth")
-        for key in ("token_role", "password_role"):
-            value = _take(auth_raw, key, str, getattr(auth, key), problems, "gateway.auth")
-            setattr(auth, key, _choice(value, ROLES, getattr(auth, key), problems, f"gateway.auth.{key}"))
-        auth.max_failures = max(
-            1, _take(auth_raw, "max_failures", int, auth.max_failures, problems, "gateway.auth")
-        )
-        auth.failure_window_s = max(
-            1.0, _take(auth_raw, "failure_window_s", float, auth.failure_window_s, problems, "gateway.auth")
-        )
-    auth.token = env.get("MNEMO_GATEWAY_TOKEN") or auth.token
-    auth.password = env.get("MNEMO_GATEWAY_PASSWORD") or auth.password
-    s.auth = auth
-
+    _fill(s, raw, "gateway", problems, skip=frozenset({"auth", "session", "agents", "routes", "channels"}))
+    for name, table in (("auth", raw.get("auth", {})), ("session", raw.get("session", {}))):
+        if not isinstance(table, dict):
+            problems.append(f"gateway.{name}: expected a table like [gateway.{name}]; ignored")
+    if isinstance(raw.get("auth"), dict):
+        _fill(s.auth, raw["auth"], "gateway.auth", problems)
+    s.auth.token = env.get("MNEMO_GATEWAY_TOKEN") or s.auth.token
+    s.auth.password = env.get("MNEMO_GATEWAY_PASSWORD") or s.auth.password
+    session = raw.get("session", {})
     base = _session_policy(
-        raw.get("session", {}) if isinstance(raw.get("session"), dict) else {},
+        session if isinstance(session, dict) else {},
         SessionPolicy(),
         problems,
         "gateway.session",
+        frozenset(),
     )
     agents_raw = raw.get("agents", [])
     agents: list[AgentProfile] = []
@@ -186,7 +177,12 @@ def gateway_settings_from_dict(
                 problems.append(f"gateway.agents[{i}]: needs an id string; skipped")
                 continue
             agents.append(
-                AgentProfile(item["id"], _session_policy(item, base, problems, f"gateway.agents[{i}]"))
+                AgentProfile(
+                    item["id"],
+                    _session_policy(
+                        item, base, problems, f"gateway.agents[{i}]", frozenset({"id", "default"})
+                    ),
+                )
             )
             if item.get("default") is True:
                 s.default_agent = item["id"]
