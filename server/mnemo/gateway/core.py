@@ -110,14 +110,11 @@ class GatewayCore:
         policy = self.settings.agent(route.agent).sessions
         text = message.text
         if text.strip().lower() == "/new":
-            entry = self.table.reset(route.session_key)
-            session_id = (
-                entry.session_id
-                if entry
-                else self.table.use(route.session_key, route.agent, route.kind, policy, time.time())[
-                    0
-                ].session_id
+            entry = (
+                self.table.reset(route.session_key)
+                or self.table.use(route.session_key, route.agent, route.kind, policy, time.time())[0]
             )
+            session_id = entry.session_id
             reply_text = "Started a new conversation."
             if on_delta:
                 on_delta(reply_text)

@@ -203,9 +203,7 @@ class Gateway:
         await site.start()
         for channel in self.channels.values():
             await channel.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        return int(sockets[0].getsockname()[1]) if sockets else int(self.settings.port)
+        return int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
         for channel in self.channels.values():
