@@ -59,7 +59,7 @@ run: install
 # The VS Code end-to-end tests run when Node 24, code-server and Chromium are present
 # (make vscode-e2e-setup installs them; CI does); otherwise they are skipped with the reason.
 test: install $(VSCODE)/node_modules
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs $(PYTEST_ARGS)
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not model"

@@ -11,6 +11,16 @@ import pytest
 
 WorkspaceBuilder = Callable[..., Path]
 
+MODEL_TEST_TIMEOUT_S = 600
+"""Per-test limit for tests marked ``model`` (loading and running a real model on 2 busy cores); every
+other test gets pyproject's ``timeout`` (pytest-timeout), so a hang fails with the test's name."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("model") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(MODEL_TEST_TIMEOUT_S))
+
 
 def write_files(root: Path, files: dict[str, str | bytes]) -> None:
     for rel, content in files.items():
