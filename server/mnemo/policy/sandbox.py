@@ -1,37 +1,58 @@
 """Run one exec command inside bubblewrap, with rlimits, a wall-clock timeout and capped output.
 
-The sandbox: read-only root, the workspace bound read-write, a private ``/tmp``, ``/dev`` and ``/proc`` of
-its own, the real home hidden under an empty tmpfs (unless the workspace lies in it), a minimal
-environment (no API keys), every namespace unshared (no network unless granted, a new PID namespace), killed with its parent,
-a new session (no terminal injection). rlimits (CPU seconds, address space, file size, open files) are
-set in the child before ``exec``. At the end the whole process group is killed (SIGTERM, then SIGKILL).
+The sandbox, as root and as a user (docs/security.md, "Sandbox"):
 
-When ``bwrap`` is missing or cannot start (probed once per process), :class:`SandboxUnavailable` is raised:
-a command is never run unsandboxed. Install it with ``apt-get install -y bubblewrap``.
+* no privilege inside: a user namespace of its own in which the command runs as uid/gid 65534, every
+  capability dropped (``--cap-drop ALL``), ``no_new_privs``, no further user namespaces
+  (``--disable-userns``), and the seccomp filter of :mod:`mnemo.policy.seccomp` (no mount, umount,
+  pivot_root, ptrace, keyctl, bpf, unshare, setns or namespace-creating clone): the command cannot undo its
+  own mounts;
+* the host's root read-only, a private ``/tmp``, ``/dev`` and ``/proc``, the real home hidden under an empty
+  tmpfs (unless the workspace lies in it), the workspace the only writable place, and inside it
+  :data:`PROTECTED` (``.git/``, ``.mnemo/``, ``mnemo.toml``, ``MEMORY.md``) bound read-only unless granted;
+* every other namespace unshared (no network unless granted, a new PID namespace), killed with its parent,
+  a new session (no terminal injection), a minimal environment (no API keys); rlimits (CPU seconds, address
+  space, file size, open files) set before ``exec``; at the end the whole process group is killed.
+
+bwrap is probed once per process with all of that, and the probe checks from inside that it holds
+(``CapEff`` 0, ``NoNewPrivs`` 1, ``Seccomp`` 2, a non-zero uid). When ``bwrap`` is missing, or the kernel
+refuses any part of it (at the probe or when a run is set up), :class:`SandboxUnavailable` is raised with the
+reason: a command is never run unsandboxed, nor with fewer protections. Install bwrap with
+``apt-get install -y bubblewrap``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import resource
 import selectors
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from mnemo.policy.seccomp import UnsupportedArch, filter_program
 
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: sudo apt-get install -y bubblewrap; Fedora: dnf install bubblewrap)"
 )
+PROTECTED: tuple[str, ...] = (".git", ".mnemo", "mnemo.toml", "MEMORY.md")
+"""Workspace entries bound read-only inside the sandbox (a missing one is held by an empty placeholder)."""
+_PROTECTED_IF_PRESENT = ("memory.md",)
+_PROTECTED_DIRS = (".git", ".mnemo")
+SANDBOX_ID = 65534
+"""The uid and gid a command runs as inside its user namespace (``nobody``), whoever runs mnemo."""
 _probe: tuple[str, str] | None = None  # (bwrap path, "") when usable, ("", why) when not
 
 
 class SandboxUnavailable(RuntimeError):
-    """bubblewrap is missing or cannot create namespaces here; nothing was run."""
+    """bubblewrap is missing or the kernel refused part of the sandbox; nothing was run."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +68,58 @@ class SandboxResult:
     duration_s: float
 
 
+@functools.lru_cache(maxsize=1)
+def _filter() -> bytes:
+    return filter_program()
+
+
+def _seccomp_fd() -> int:
+    """A pipe's read end holding the filter (bwrap reads it to the end, then closes it)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, _filter())  # < 1 KiB: fits the pipe buffer, never blocks
+    finally:
+        os.close(write_fd)
+    return read_fd
+
+
+def _confinement_failures(status: str) -> list[str]:
+    """What ``/proc/self/status`` read inside the sandbox says is missing from the confinement."""
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    none = "0000000000000000"
+    want = {"CapEff": none, "CapPrm": none, "CapBnd": none, "NoNewPrivs": "1", "Seccomp": "2"}
+    failures = [
+        f"{k} is {fields.get(k, '?').strip()}, not {v}"
+        for k, v in want.items()
+        if fields.get(k, "").strip() != v
+    ]
+    if fields.get("Uid", "0").split()[:1] in (["0"], []):
+        failures.append("the command runs as uid 0")
+    return failures
+
+
+def _probe_once(path: str) -> str:
+    """Run the full sandbox once; '' when it starts and holds, else why not."""
+    try:
+        _filter()
+    except UnsupportedArch as exc:
+        return str(exc)
+    with tempfile.TemporaryDirectory(prefix="mnemo-probe-") as tmp, _protected(Path(tmp), ()) as ro:
+        fd = _seccomp_fd()
+        try:
+            argv = bwrap_argv("cat /proc/self/status", Path(tmp), bwrap=path, seccomp_fd=fd, read_only=ro)
+            proc = subprocess.run(
+                argv, capture_output=True, timeout=10, check=False, pass_fds=(fd,), env=minimal_env()
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return str(exc)
+        finally:
+            os.close(fd)
+    if proc.returncode != 0:
+        return proc.stderr.decode(errors="replace").strip() or f"exit code {proc.returncode}"
+    return "; ".join(_confinement_failures(proc.stdout.decode(errors="replace")))
+
+
 def _bwrap() -> str:
     global _probe
     if _probe is None:
@@ -54,18 +127,12 @@ def _bwrap() -> str:
         if not path:
             _probe = ("", f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
         else:
-            try:
-                proc = subprocess.run(
-                    [path, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"],
-                    capture_output=True,
-                    timeout=10,
-                    check=False,
-                )
-                ok = proc.returncode == 0
-                why = proc.stderr.decode(errors="replace").strip()
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                ok, why = False, str(exc)
-            _probe = (path, "") if ok else ("", f"bubblewrap cannot start here ({why}); {INSTALL_HINT}")
+            why = _probe_once(path)
+            _probe = (
+                (path, "")
+                if not why
+                else ("", f"bubblewrap cannot confine commands here ({why}); {INSTALL_HINT}")
+            )
     if not _probe[0]:
         raise SandboxUnavailable(_probe[1])
     return _probe[0]
@@ -77,16 +144,74 @@ def reset_probe() -> None:
     _probe = None
 
 
-def bwrap_argv(command: str, workspace: Path, *, network: bool = False, bwrap: str = "bwrap") -> list[str]:
+@contextlib.contextmanager
+def _protected(ws: Path, writable: Collection[str]) -> Iterator[list[Path]]:
+    """The workspace entries to bind read-only. A missing one gets an empty placeholder (a file, or a folder
+    for ``.git``/``.mnemo``) so the command cannot create it; placeholders still empty afterwards are removed.
+    A protected entry that is a symbolic link cannot be held in place: :class:`SandboxUnavailable`."""
+    paths: list[Path] = []
+    made: list[tuple[Path, int, bool]] = []
+    try:
+        for name in (*PROTECTED, *_PROTECTED_IF_PRESENT):
+            if name in writable:
+                continue
+            path = ws / name
+            if path.is_symlink():
+                raise SandboxUnavailable(
+                    f"{name} in the workspace is a symbolic link; it cannot be protected"
+                )
+            if not path.exists() and name in _PROTECTED_IF_PRESENT:
+                continue
+            if not path.exists():
+                is_dir = name in _PROTECTED_DIRS
+                try:
+                    path.mkdir() if is_dir else path.touch(exist_ok=False)
+                    made.append((path, path.stat().st_ino, is_dir))
+                except OSError as exc:
+                    raise SandboxUnavailable(f"cannot hold {name} in place: {exc}") from exc
+            paths.append(path)
+        yield paths
+    finally:
+        for path, ino, is_dir in reversed(made):
+            with contextlib.suppress(OSError):  # filled in meanwhile (by mnemo itself): keep it
+                st = path.lstat()
+                if st.st_ino == ino and (is_dir or st.st_size == 0):
+                    path.rmdir() if is_dir else path.unlink()
+
+
+def bwrap_argv(
+    command: str,
+    workspace: Path,
+    *,
+    network: bool = False,
+    bwrap: str = "bwrap",
+    seccomp_fd: int,
+    read_only: Collection[Path] = (),
+) -> list[str]:
+    """bwrap's command line; ``read_only`` are workspace entries bound read-only over the workspace."""
     ws = str(Path(os.path.realpath(workspace)))
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     home = os.path.realpath(Path.home())
     if home != "/" and not (ws + "/").startswith(home + "/") and not (home + "/").startswith(ws + "/"):
         argv += ["--tmpfs", home]  # hide the real home (keys, tokens) unless the workspace is in it
-    argv += ["--bind", ws, ws, "--chdir", ws, "--unshare-all"]
+    argv += ["--bind", ws, ws]
+    for path in read_only:  # top-level workspace entries, bound after (over) the workspace
+        inside = os.path.join(ws, Path(path).name)
+        argv += ["--ro-bind", inside, inside]
+    argv += ["--chdir", ws, "--unshare-all", "--unshare-user", "--disable-userns"]
+    argv += ["--uid", str(SANDBOX_ID), "--gid", str(SANDBOX_ID), "--cap-drop", "ALL"]
     if network:
         argv.append("--share-net")
-    argv += ["--die-with-parent", "--new-session", "--", "/bin/sh", "-c", command]
+    argv += [
+        "--seccomp",
+        str(seccomp_fd),
+        "--die-with-parent",
+        "--new-session",
+        "--",
+        "/bin/sh",
+        "-c",
+        command,
+    ]
     return argv
 
 
@@ -138,6 +263,7 @@ def run_sandboxed(
     workspace: Path,
     *,
     network: bool = False,
+    writable: Collection[str] = (),
     timeout_s: float = 30,
     max_output: int = 64_000,
     cpu_s: int = 60,
@@ -145,22 +271,46 @@ def run_sandboxed(
     fsize_bytes: int = 256 * 1024**2,
     nofile: int = 256,
 ) -> SandboxResult:
-    """Run a shell command line in the sandbox and return what it did. Never runs it unsandboxed."""
-    argv = bwrap_argv(argv_or_command, workspace, network=network, bwrap=_bwrap())
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=_limits(cpu_s, mem_bytes, fsize_bytes, nofile),
-            close_fds=True,
-            env=minimal_env(),
-        )
-    except OSError as exc:
-        raise SandboxUnavailable(f"bubblewrap failed to start: {exc}; {INSTALL_HINT}") from exc
+    """Run a shell command line in the sandbox and return what it did. Never runs it unsandboxed.
+
+    ``writable`` names entries of :data:`PROTECTED` a policy rule grants write access to (default: none).
+    Raises :class:`SandboxUnavailable` when bwrap is missing or could not set the sandbox up.
+    """
+    bwrap = _bwrap()
+    ws = Path(os.path.realpath(workspace))
+    with _protected(ws, writable) as read_only:
+        fd = _seccomp_fd()
+        try:
+            argv = bwrap_argv(
+                argv_or_command, ws, network=network, bwrap=bwrap, seccomp_fd=fd, read_only=read_only
+            )
+            start = time.monotonic()
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=_limits(cpu_s, mem_bytes, fsize_bytes, nofile),
+                close_fds=True,
+                pass_fds=(fd,),
+                env=minimal_env(),
+            )
+        except OSError as exc:
+            raise SandboxUnavailable(f"bubblewrap failed to start: {exc}; {INSTALL_HINT}") from exc
+        finally:
+            os.close(fd)
+        result = _supervise(proc, start, timeout_s, max_output)
+    if result.exit_code == 1 and not result.stdout and result.stderr.startswith("bwrap: "):
+        # bwrap's own setup failed (the kernel refused a mount, namespace or the filter): nothing ran
+        raise SandboxUnavailable(f"the sandbox could not be set up: {result.stderr.strip()}")
+    return result
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes], start: float, timeout_s: float, max_output: int
+) -> SandboxResult:
+    """Read the capped output until exit or deadline, then make sure the process group is gone."""
     pgid = proc.pid
     buffers: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
     truncated = timed_out = False
