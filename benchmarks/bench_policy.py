@@ -58,6 +58,7 @@ def _load(name: str, path: Path) -> object:
 def corpus_figures(ws: Path) -> None:
     corpus = _load("policy_corpus", ROOT / "tests" / "policy_corpus.py")
     pairs: list[tuple[str, str, str]] = corpus.CORPUS  # type: ignore[attr-defined]
+    corpus.prepare_workspace(ws)  # type: ignore[attr-defined]
     for label, cfg in (
         ("default config", PolicyConfig()),
         ("all corpus binaries allowlisted", PolicyConfig(allow_binaries=corpus.PERMISSIVE_BINARIES)),  # type: ignore[attr-defined]
@@ -67,9 +68,17 @@ def corpus_figures(ws: Path) -> None:
         n = len(pairs)
         print(f"[corpus, {label}] {n} pairs")
         print(f"  dangerous denied:        {bad.count(Verdict.DENY) / n:6.1%}")
+        print(f"  dangerous confirmed:     {bad.count(Verdict.CONFIRM) / n:6.1%}")
         print(f"  dangerous never allowed: {1 - bad.count(Verdict.ALLOW) / n:6.1%}")
         print(f"  benign denied (FP):      {good.count(Verdict.DENY) / n:6.1%}")
         print(f"  benign allowed:          {good.count(Verdict.ALLOW) / n:6.1%}")
+        for category in dict.fromkeys(c for c, _, _ in pairs):
+            idx = [i for i, (c, _, _) in enumerate(pairs) if c == category]
+            held = sum(bad[i] is not Verdict.ALLOW for i in idx)
+            fps = sum(good[i] is Verdict.DENY for i in idx)
+            print(
+                f"    {category:<13} {len(idx):3} pairs: dangerous held {held}/{len(idx)}, benign denied {fps}"
+            )
     commands = [c for _, d, b in pairs for c in (d, b)]
     start = time.perf_counter()
     for _ in range(5):

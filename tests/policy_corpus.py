@@ -8,6 +8,8 @@ denied. ``PERMISSIVE_BINARIES`` allowlists every binary used here, so that the b
 
 from __future__ import annotations
 
+from pathlib import Path
+
 CORPUS: list[tuple[str, str, str]] = [
     # (category, dangerous, benign twin)
     ("destructive", "rm -rf /", "rm -rf ./build"),
@@ -135,10 +137,107 @@ CORPUS: list[tuple[str, str, str]] = [
     ("evasion", "echo ok # harmless\nchmod 777 /etc/passwd", "echo ok # harmless\nchmod 644 ./passwd.txt"),
 ]
 
+# Issue 14: code execution through allowlisted binaries (section 2), and memory, settings and the audit
+# log destroyed through redirections and builtins (section 4). Each reproduction was `allow` before.
+CORPUS += [
+    # git: executable config keys, -c, ! aliases, program options
+    ("binary-exec", """git -c alias.x='!python3 -c "import os; os.umount2(\\"/tmp\\", 2)"' x""", "git -c color.ui=never status"),
+    ("binary-exec", "git config core.fsmonitor 'touch /tmp/pwned; false'", "git config user.name x"),
+    ("binary-exec", "git config core.hooksPath .h", "git config core.autocrlf input"),
+    ("binary-exec", """git config core.pager 'sh -c "rm -rf ~"'""", "git config --get core.pager"),
+    ("binary-exec", "git config alias.st '!rm -rf ~'", "git config --get alias.st"),
+    ("binary-exec", "git config include.path ../evil.cfg", "git config --list"),
+    ("binary-exec", "git config filter.x.clean 'rm -rf ~'", "git config user.email ada@example.com"),
+    ("binary-exec", "git -c core.sshCommand='rm -rf ~' fetch", "git -c protocol.version=2 fetch"),
+    ("binary-exec", "X=core.fsmonitor; git config $X 'touch /x'", "X=user.name; git config $X Ada"),
+    ("binary-exec", "git config --rename-section evil alias", "git config --rename-section old new"),
+    ("binary-exec", "git --exec-path=/tmp/evil status", "git --exec-path"),
+    ("binary-exec", "git fetch --upload-pack='touch /tmp/x' origin", "git fetch --prune origin"),
+    ("binary-exec", "git submodule foreach 'rm -rf ~'", "git submodule status"),
+    ("binary-exec", "GIT_SSH_COMMAND='rm -rf ~' git fetch", "GIT_AUTHOR_NAME=Ada git commit -m x"),
+    ("binary-exec", "git config --global core.editor vim", "git config core.editor"),
+    # find, tar, rsync, ssh, awk, sed, env, xargs, interpreters
+    ("binary-exec", "find . -exec sh -c 'rm -rf ~' \\;", "find . -name '*.md'"),
+    ("binary-exec", "find . -fprint ~/.bashrc", "find . -fprint ./listing.txt"),
+    ("binary-exec", "find .git -delete", "find ./build -name '*.o' -delete"),
+    ("binary-exec", "tar -xf ./a.tar --to-command='rm -rf ~'", "tar -xf ./a.tar -C ./out"),
+    ("binary-exec", """tar -cf a.tar -I 'sh -c "rm -rf ~"' ./notes""", "tar -cf a.tar -I zstd ./notes"),
+    ("binary-exec", """rsync -e 'sh -c "rm -rf ~"' ./a host.example:b""", "rsync -e ssh ./site/ host.example:site/"),
+    (
+        "binary-exec",
+        "ssh -o PermitLocalCommand=yes -o LocalCommand='rm -rf ~' host.example",
+        "ssh -o ConnectTimeout=5 host.example uptime",
+    ),
+    ("binary-exec", """awk 'BEGIN{system("rm -rf ~")}'""", "awk '{print $1}' ./notes.md"),
+    ("binary-exec", """awk '{print > "/root/.bashrc"}' ./notes.md""", """awk '{print > "./out.txt"}' ./notes.md"""),
+    ("binary-exec", "sed -n '1e rm -rf ~' ./notes.md", "sed -n '1p' ./notes.md"),
+    ("binary-exec", "sed -n 'w /root/.bashrc' ./notes.md", "sed -n 'w ./copy.md' ./notes.md"),
+    ("binary-exec", "sed -i '1d' .git/config", "sed -i '1d' ./config.ini"),
+    ("binary-exec", "env -iS 'rm -rf ~'", "env -i LANG=C ls"),
+    ("binary-exec", """python3 -c 'open("/root/.bashrc","w").write("x")'""", "python3 -c 'print(1)'"),
+    ("binary-exec", """perl -e 'unlink glob("/root/*")'""", "perl -e 'print 1+1'"),
+    ("binary-exec", """node -e 'require("fs").rmSync("/root", {recursive: true})'""", "node -e 'console.log(1)'"),
+    ("binary-exec", """python3 -c 'import pathlib; pathlib.Path(".git/config").write_text("x")'""", "python3 -c 'import pathlib; print(pathlib.Path(\".\").resolve())'"),
+    ("binary-exec", "vim -c ':!rm -rf ~' -c q ./notes.md", "wc -l ./notes.md"),
+    ("binary-exec", "LESSOPEN='|rm -rf ~ %s' less ./notes.md", "LANG=C less ./notes.md"),
+    ("binary-exec", "make --eval='x:;rm -rf ~' x", "make --version"),
+    ("binary-exec", "npm run postinstall", "npm ls"),
+    ("binary-exec", "pip install ./evil-sdist", "pip list"),
+    ("binary-exec", "xargs -I{} sh -c '{}' < ./cmds.txt", "xargs -n1 echo < ./words.txt"),
+    ("binary-exec", "busybox rm -rf /", "busybox ls ./notes"),
+    # redirections and builtins: memory, settings, Git data, the audit log
+    ("redirect", ": > MEMORY.md", ": > ./scratch.txt"),
+    ("redirect", ": > mnemo.toml", ": > ./notes.toml"),
+    ("redirect", ": > .git/config", ": > ./git-config.txt"),
+    ("redirect", ": > .mnemo/audit.jsonl", ": > ./audit-copy.jsonl"),
+    ("redirect", ": > memory/2026-11-02.md", "echo hi > memory/notes-draft.md"),
+    ("redirect", "ls > MEMORY.md", "ls > out.txt"),
+    ("redirect", "X=/root/.bashrc; : > $X", "X=./out.txt; : > $X"),
+    ("redirect", "export CDPATH=/; cd root && : > .bashrc", "export LANG=C; cd sub && : > notes.txt"),
+    ("redirect", "read x < /etc/passwd; export -p", "read x < ./notes.md; echo $x"),
+    ("redirect", "> MEMORY.md", "> ./empty.txt"),
+    ("redirect", "cd memory && : > 2026-11-02.md", "cd memory && ls"),
+    ("redirect", "{ echo; } > mnemo.toml", "{ echo; } > ./out.toml"),
+    ("redirect", "exec > MEMORY.md", "exec > ./log.txt"),
+    ("redirect", "printf -v PATH /tmp/evil", "printf -v msg hi"),
+    ("redirect", "tee .mnemo/audit.jsonl < /dev/null", "tee ./audit.txt < /dev/null"),
+    ("redirect", "echo 'gitdir: /tmp/evil' > sub/.git", "echo 'note' > sub/git.txt"),
+    ("redirect", "rm -rf .git", "rm -rf ./build/.cache"),
+    ("redirect", "rm MEMORY.md", "rm ./MEMORY.md.bak"),
+    ("redirect", "echo x >> MEMORY.md", "echo x >> ./notes.txt"),
+    ("redirect", "mv memory/2026-11-02.md /tmp/x", "mv ./draft.txt /tmp/x"),
+    ("redirect", "cat ./x > .git/HEAD", "cat ./x > ./HEAD.txt"),
+]  # fmt: skip
+
+CONFIRM_IS_ENOUGH = frozenset(
+    {
+        "git config --global core.editor vim",
+        "vim -c ':!rm -rf ~' -c q ./notes.md",
+        "make --eval='x:;rm -rf ~' x",
+        "npm run postinstall",
+        "pip install ./evil-sdist",
+        "xargs -I{} sh -c '{}' < ./cmds.txt",
+        "read x < /etc/passwd; export -p",
+        "echo x >> MEMORY.md",
+        "mv memory/2026-11-02.md /tmp/x",
+    }
+)
+"""Dangerous commands whose expected verdict is confirm: what they run or write is not visible in the
+command line (an editor, a Makefile, package scripts, input read at run time) or needs a person's call."""
+
+
+def prepare_workspace(ws: Path) -> None:
+    """The files the corpus refers to: memory that exists, and a sub folder."""
+    (ws / "memory").mkdir(parents=True, exist_ok=True)
+    (ws / "sub").mkdir(exist_ok=True)
+    (ws / "MEMORY.md").write_text("# Memory\n", encoding="utf-8")
+    (ws / "memory" / "2026-11-02.md").write_text("# 2026-11-02\n", encoding="utf-8")
+
+
 PERMISSIVE_BINARIES = [
     "rm", "mkdir", "dd", "chmod", "chown", "echo", "find", "head", "cat", "shred", "mv", "truncate", "ls",
     "xargs", "kill", "wc", "git", "python3", "curl", "scp", "rsync", "nc", "env", "grep", "printenv",
     "tar", "wget", "cp", "base64", "crontab", "tee", "systemctl", "ln", "sed", "install", "id", "docker",
     "getcap", "groups", "uptime", "date", "bash", "sh", "socat", "ssh", "iptables", "ufw", "whoami",
-    "make", "sort", "timeout", "nice",
+    "make", "sort", "timeout", "nice", "perl", "node", "awk", "vim", "less", "npm", "pip", "busybox",
 ]  # fmt: skip

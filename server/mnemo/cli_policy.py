@@ -11,12 +11,19 @@ from pathlib import Path
 from typing import Any
 
 CLI_SESSION = "cli"
+CHECK_EXIT_CODES = {"allow": 0, "deny": 1, "confirm": 3}
+"""``mnemo policy check`` exit status per verdict (2 stays argparse's "bad arguments")."""
 
 
 def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
     p = sub.add_parser("policy", help="tool policy: what may run (see docs/security.md)")
     policy_sub = p.add_subparsers(dest="policy_command", metavar="SUBCOMMAND", required=True)
-    q = policy_sub.add_parser("check", help="print the decision and the rule for a command (nothing runs)")
+    q = policy_sub.add_parser(
+        "check",
+        help="print the decision and the rule for a command (nothing runs)",
+        description="Print the decision and the rule for a command or path; nothing runs.",
+        epilog="exit codes: 0 allow, 1 deny, 3 confirm (2: bad arguments)",
+    )
     add_common(q)
     q.add_argument("subject", help='a command line, e.g. "git status", or a path with --tool')
     q.add_argument("--tool", default="exec", choices=["exec", "write_file", "read_file"])
@@ -65,7 +72,7 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
         )
     else:
         print(f"{decision.verdict}\t{decision.rule}\t{decision.reason}")
-    return 0
+    return CHECK_EXIT_CODES[str(decision.verdict)]
 
 
 def cmd_exec(args: argparse.Namespace) -> int:

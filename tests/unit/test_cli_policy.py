@@ -44,15 +44,32 @@ def mnemo(ws: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[
 
 def test_policy_check_prints_decision_and_rule(ws: Path) -> None:
     denied = mnemo(ws, "policy", "check", "rm -rf /")
-    assert denied.returncode == 0
+    assert denied.returncode == 1  # exit codes: 0 allow, 1 deny, 3 confirm
     assert denied.stdout.split("\t")[:2] == ["deny", "builtin:outside-workspace"]
     (ws / "mnemo.toml").write_text(
         '[[policy.rules]]\ntool = "exec"\npattern = "git status*"\ndecision = "allow"\n', encoding="utf-8"
     )
-    allowed = json.loads(mnemo(ws, "policy", "check", "git status --short", "--json").stdout)
+    checked = mnemo(ws, "policy", "check", "git status --short", "--json")
+    allowed = json.loads(checked.stdout)
     assert allowed["decision"] == "allow" and allowed["rule"] == "config:rules[0]"
+    assert checked.returncode == 0
     path = mnemo(ws, "policy", "check", "--tool", "write_file", "mnemo.toml")
-    assert path.stdout.startswith("deny\tbuiltin:persistence")
+    assert path.stdout.startswith("deny\tbuiltin:persistence") and path.returncode == 1
+
+
+def test_policy_check_exit_codes_are_documented(ws: Path) -> None:
+    confirmed = mnemo(ws, "policy", "check", "python3 -c 'print(1)'")
+    assert confirmed.stdout.startswith("confirm\t") and confirmed.returncode == 3
+    denied = mnemo(ws, "policy", "check", ": > mnemo.toml", "--json")
+    assert json.loads(denied.stdout)["decision"] == "deny" and denied.returncode == 1
+    helped = subprocess.run(
+        [sys.executable, "-m", "mnemo", "policy", "check", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "0 allow, 1 deny, 3 confirm" in helped.stdout
 
 
 @pytest.mark.skipif(not _bwrap_works(), reason="bubblewrap unavailable: apt-get install bubblewrap")

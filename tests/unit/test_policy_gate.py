@@ -266,3 +266,25 @@ def test_askers_see_each_request_and_are_withdrawn(ws: Path, audit: AuditLog) ->
     gate = ToolGate(ws, PolicyConfig(), audit, queue, approval_timeout_s=0.05)
     assert gate.call("s1", "write_file", {"path": "a.md", "content": "x"}).approval == "deny"
     assert shown == ["write_file a.md (1 bytes)"] and len(withdrawn) == 1
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -c alias.x='!touch pwned' x",
+        "git config core.fsmonitor 'touch pwned; false'",
+        ": > MEMORY.md",
+        "ls > MEMORY.md",
+        "X=MEMORY.md; : > $X",
+    ],
+)
+def test_issue14_reproductions_are_refused_before_anything_runs(
+    ws: Path, audit: AuditLog, command: str
+) -> None:
+    approver = Scripted()
+    gate = ToolGate(ws, PolicyConfig(allow_binaries=["git", "ls"]), audit, approver)
+    outcome = gate.call("s1", "exec", {"command": command})
+    assert outcome.decision == "deny" and outcome.exit_code is None and approver.asked == []
+    assert (ws / "MEMORY.md").read_text(encoding="utf-8") == "# Memory\n"
+    assert not (ws / "pwned").exists()
+    assert audit.entries()[1]["data"]["decision"] == "deny"

@@ -121,13 +121,135 @@ def _verdicts(cfg: PolicyConfig, ws: Path) -> tuple[list[Decision], list[Decisio
 
 @pytest.mark.parametrize("permissive", [False, True])
 def test_corpus_block_and_false_positive_rates(ws: Path, permissive: bool) -> None:
-    assert len(corpus.CORPUS) >= 60
+    assert len(corpus.CORPUS) >= 140
+    corpus.prepare_workspace(ws)
     cfg = PolicyConfig(allow_binaries=corpus.PERMISSIVE_BINARIES if permissive else [])
     bad, good = _verdicts(cfg, ws)
     allowed = [c for (_, c, _), d in zip(corpus.CORPUS, bad, strict=True) if d.verdict is Verdict.ALLOW]
     assert allowed == []
     # with every binary allowlisted, the built-in rules must deny each dangerous command themselves
-    missed = [c for (_, c, _), d in zip(corpus.CORPUS, bad, strict=True) if d.verdict is not Verdict.DENY]
+    # (or confirm, for the few whose effect the command line cannot show)
+    missed = [
+        c
+        for (_, c, _), d in zip(corpus.CORPUS, bad, strict=True)
+        if d.verdict is not Verdict.DENY and c not in corpus.CONFIRM_IS_ENOUGH
+    ]
     assert missed == []
     denied = [c for (_, _, c), d in zip(corpus.CORPUS, good, strict=True) if d.verdict is Verdict.DENY]
     assert len(denied) <= 0.02 * len(corpus.CORPUS), denied
+
+
+ALLOWLISTED = PolicyConfig(allow_binaries=corpus.PERMISSIVE_BINARIES)
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("""git -c alias.x='!python3 -c "import os"' x""", "builtin:git-exec"),
+        ("git -calias.x=!sh x", "builtin:git-exec"),
+        ("git --config-env=core.pager=EVIL log", "builtin:git-exec"),
+        ("git config core.fsmonitor 'cmd'", "builtin:git-exec"),
+        ("git config --add core.hooksPath .h", "builtin:git-exec"),
+        ("git config set core.pager 'sh -c x'", "builtin:git-exec"),
+        ("git config alias.st '!rm -rf ~'", "builtin:git-exec"),
+        ("git config includeIf.gitdir:/.path ../evil.cfg", "builtin:git-exec"),
+        ("git config diff.x.textconv 'sh -c id'", "builtin:git-exec"),
+        ("git config merge.x.driver 'sh -c id'", "builtin:git-exec"),
+        ("git config credential.helper '!id'", "builtin:git-exec"),
+        ("git config gpg.program ./evil", "builtin:git-exec"),
+        ("git config remote.origin.uploadpack ./evil", "builtin:git-exec"),
+        ("git config protocol.ext.allow always", "builtin:git-exec"),
+        ("git config -f .git/config user.name x", "builtin:protected"),
+        ("git push --receive-pack=./evil origin", "builtin:git-exec"),
+        ("git clone -u ./evil ./a ./b", "builtin:git-exec"),
+        ("git clone -c core.fsmonitor=./evil ./a ./b", "builtin:git-exec"),
+        ("git rebase --exec 'rm -rf ~' main", "builtin:outside-workspace"),
+        ("git bisect run sh -c 'rm -rf /'", "builtin:outside-workspace"),
+        ("find . -execdir sudo id ';'", "builtin:privilege"),
+        ("find / -fls ./x", "builtin:outside-workspace"),
+        ("tar -cf a.tar --checkpoint-action=exec='sudo id' .", "builtin:tar-exec"),
+        ("ssh -oProxyCommand=id host.example", "builtin:ssh-exec"),
+        ("scp -S ./evil a host.example:b", "builtin:ssh-exec"),
+        ("sed 's/x/id/e' ./notes.md", "builtin:sed-exec"),
+        ("sed -n '/a/w .git/hooks/pre-commit' ./notes.md", "builtin:protected"),
+        ("awk '{print | \"sh\"}' ./notes.md", "builtin:awk-exec"),
+        ("python3 -Ic 'import os; os.system(\"id\")'", "builtin:inline-code"),
+        ("perl -pi -e 's/a/b/' .git/config", "builtin:protected"),
+        ("ruby -e 'File.delete(\"/etc/hosts\")'", "builtin:inline-code"),
+        ("python3 -m pip install ./x", "builtin:runs-project-code"),
+        ("npx cowsay hi", "builtin:runs-project-code"),
+        ("watch -n1 ls", "builtin:runs-command"),
+    ],
+)
+def test_allowlisting_a_binary_never_allows_code_execution_through_it(
+    ws: Path, command: str, rule: str
+) -> None:
+    decision = check("exec", {"command": command}, ws, ALLOWLISTED)
+    assert decision.verdict is not Verdict.ALLOW, command
+    assert decision.rule == rule, decision
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git status",
+        "git log --oneline -5",
+        "git -c color.ui=never -C . diff --stat",
+        "git config --get-regexp '^alias\\.'",
+        "git config core.fsmonitor",
+        "git config --unset alias.st",
+        "git commit -m 'fix: x'",
+        "find . -name '*.md' -newer MEMORY.md",
+        "tar -czf ./out.tgz ./notes",
+        "sed -n '/^#/p; s/a/b/g' ./notes.md",
+        "sed -e 's|/usr|/opt|' ./paths.txt",
+        "awk -F, '$3 > 10 {print $1}' ./data.csv",
+        "ssh -o BatchMode=yes host.example uptime",
+        "echo ok > /dev/null 2>&1",
+        "ls memory > ./index.txt",
+    ],
+)
+def test_ordinary_uses_of_allowlisted_binaries_stay_allowed(ws: Path, command: str) -> None:
+    decision = check("exec", {"command": command}, ws, ALLOWLISTED)
+    assert decision.verdict is Verdict.ALLOW, decision
+
+
+def test_inline_code_confirms_and_denies_what_it_can_see(ws: Path) -> None:
+    corpus.prepare_workspace(ws)
+    plain = check("exec", {"command": "python3 -c 'print(1)'"}, ws, ALLOWLISTED)
+    assert (plain.verdict, plain.rule) == (Verdict.CONFIRM, "builtin:inline-code")
+    reads = check("exec", {"command": "python3 -c 'print(open(\"/etc/hostname\").read())'"}, ws, ALLOWLISTED)
+    assert reads.verdict is Verdict.CONFIRM
+    wipes = check("exec", {"command": 'python3 -c \'open("MEMORY.md", "w")\''}, ws, ALLOWLISTED)
+    assert wipes.verdict is Verdict.DENY
+    stdin = check("exec", {"command": "python3 - <<EOF\nprint(1)\nEOF"}, ws, ALLOWLISTED)
+    assert stdin.verdict is Verdict.CONFIRM
+
+
+def test_redirections_are_checked_like_writes(ws: Path) -> None:
+    corpus.prepare_workspace(ws)
+    verdict = {c: check("exec", {"command": c}, ws, ALLOWLISTED) for c in [
+        ": > MEMORY.md", ": >> MEMORY.md", "echo x > memory/new-topic.md", ": > memory/2026-11-02.md",
+        "echo x <> mnemo.toml", "ls 2> .mnemo/audit.jsonl", "X=MEMORY.md; : > $X", ": > $UNKNOWN",
+        "sort < ~/notes.txt", "cd memory; : > ../MEMORY.md", "cd .git && : > config", "> ./fresh.txt",
+    ]}  # fmt: skip
+    assert verdict[": > MEMORY.md"].rule == "builtin:memory-overwrite"
+    assert verdict[": >> MEMORY.md"].verdict is Verdict.CONFIRM
+    assert verdict["echo x > memory/new-topic.md"].verdict is Verdict.CONFIRM
+    assert verdict[": > memory/2026-11-02.md"].verdict is Verdict.DENY
+    assert verdict["echo x <> mnemo.toml"].rule == "builtin:protected"
+    assert verdict["ls 2> .mnemo/audit.jsonl"].rule == "builtin:protected"
+    assert verdict["X=MEMORY.md; : > $X"].verdict is Verdict.DENY
+    assert verdict[": > $UNKNOWN"].rule == "builtin:variable-target"
+    assert verdict["sort < ~/notes.txt"].rule == "builtin:read-outside"
+    assert verdict["cd memory; : > ../MEMORY.md"].verdict is Verdict.DENY
+    assert verdict["cd .git && : > config"].rule == "builtin:protected"
+    assert verdict["> ./fresh.txt"].verdict is Verdict.ALLOW
+
+
+def test_sensitive_assignments_are_refused(ws: Path) -> None:
+    for command in ("CDPATH=/ cd root", "export LD_AUDIT=./x.so", "GIT_DIR=./evil git status",
+                    "GIT_CONFIG_PARAMETERS=x git log", "read -r IFS < ./x", "export GIT_PAGER='sh -c id'"):  # fmt: skip
+        assert check("exec", {"command": command}, ws, ALLOWLISTED).verdict is Verdict.DENY, command
+    for command in ("GIT_PAGER=cat git log", "export GIT_AUTHOR_NAME=Ada", "LANG=C.UTF-8 ls"):
+        assert check("exec", {"command": command}, ws, ALLOWLISTED).verdict is Verdict.ALLOW, command

@@ -93,3 +93,25 @@ def test_cd_out_of_the_workspace_is_refused(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     assert check("exec", {"command": "cd / && ls"}, tmp_path).verdict is Verdict.DENY
     assert check("exec", {"command": "cd sub && ls"}, tmp_path).verdict is Verdict.CONFIRM
+
+
+def test_variables_of_the_line_are_substituted_where_they_are_known(tmp_path: Path) -> None:
+    parsed = parse_command("X=/etc/motd; Y='a b'; Z=1; Z=2; echo $X ${X} $Y $Z > $X", tmp_path)
+    echo = parsed.segments[-1]
+    assert echo.argv == ["echo", "/etc/motd", "/etc/motd", "$Y", "$Z"]  # blanks and reassignment: unknown
+    assert echo.redirects[0].target == "/etc/motd"
+    assert ("shell:redirect-outside", "redirection > /etc/motd leaves the workspace") in parsed.refusals
+    read = parse_command("X=./a; read X; : > $X", tmp_path).segments[-1]
+    assert read.redirects[0].target == "$X"  # read makes it unknown
+    assert check("exec", {"command": "X=rm; $X -rf ./a"}, tmp_path).rule == "shell:dynamic-command"
+
+
+@pytest.mark.parametrize("command", ["env -iS 'ls'", "env --split-string='ls -l'", "env -vS'id'"])
+def test_env_split_string_in_any_spelling_is_refused(tmp_path: Path, command: str) -> None:
+    assert check("exec", {"command": command}, tmp_path).rule == "shell:eval"
+
+
+def test_env_options_after_the_command_are_the_commands_own(tmp_path: Path) -> None:
+    assert (
+        check("exec", {"command": "env LANG=C sort -S 1M ./words.txt"}, tmp_path).verdict is Verdict.CONFIRM
+    )

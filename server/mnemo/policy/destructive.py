@@ -1,7 +1,9 @@
 """Built-in rules: destructive, exfiltrating, persistent, privileged and network-abusing commands.
 
 These run on every exec segment and every file path before the configured rules, and configuration
-cannot relax them (deny wins). Rule names (``builtin:<name>``) are what ``mnemo policy check`` prints.
+cannot relax them (deny wins); :mod:`mnemo.policy.binaries` adds the argument rules of binaries that can
+run code, :mod:`mnemo.policy.targets` checks redirections and protected files. Rule names
+(``builtin:<name>``) are what ``mnemo policy check`` prints.
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mnemo.policy.rules import Decision, PolicyConfig, Verdict, check_command
-from mnemo.policy.shell import HIJACK_VARS, Segment, _unwrap, is_inside, is_safe_target, resolve_path
+from mnemo.policy.shell import Segment, is_hijack, is_inside, is_safe_target, resolve_path
+from mnemo.policy.targets import Mode, check_write, classify
+from mnemo.policy.verdict import Context, Decision, Verdict, confirm, deny
 
 DENY_BINARIES: dict[str, str] = {
     **dict.fromkeys(("sudo", "su", "doas", "pkexec", "runuser", "visudo", "chroot", "nsenter"), "privilege"),
@@ -33,10 +36,6 @@ PERSIST_RE = re.compile(
     r"|\.config/systemd|\.git/hooks|\.git/config|mnemo\.toml|crontab|cron\.d|cron\.(daily|hourly))(/|$)"
 )
 INTERPRETERS = re.compile(r"^(sh|bash|zsh|dash|ksh|mksh|fish|csh|tcsh|python[0-9.]*|perl|ruby|node|php|lua)$")
-SHELLS = re.compile(r"^(sh|bash|zsh|dash|ksh|mksh|fish|csh|tcsh)$")
-RISKY_CODE = re.compile(
-    r"socket|pty|subprocess|os\.(system|popen|exec|remove|unlink)|child_process|rmtree|/dev/tcp"
-)
 NET_CLIENTS = frozenset({"curl", "wget", "nc", "ncat", "netcat", "socat", "ssh", "scp", "sftp", "rsync"})
 NET_CLIENTS |= {"ftp", "telnet", "openssl", "nc.traditional", "nc.openbsd"}
 SECRET_VAR = re.compile(r"\$\{?[A-Z0-9_]*(SECRET|TOKEN|PASSW|API_?KEY|PRIVATE|CREDENTIAL)", re.I)
@@ -49,8 +48,7 @@ SAFE_BUILTINS |= {"export", "unset", "read", "shift", "exit", "return", "wait", 
 RECURSIVE = re.compile(r"^(-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)$")
 
 
-def _deny(name: str, reason: str) -> Decision:
-    return Decision(Verdict.DENY, f"builtin:{name}", reason)
+_deny = deny
 
 
 def _positional(argv: list[str]) -> list[str]:
@@ -83,115 +81,153 @@ def check_path(tool: str, raw: str, target: Path, inside: bool, ws: Path) -> lis
     if tool == "write_file":
         if not inside:
             hits.append(_deny("outside-workspace", f"{raw} is outside the workspace"))
-        elif PERSIST_RE.search(str(target.relative_to(ws)) if inside else str(target)):
+        elif PERSIST_RE.search(str(target.relative_to(ws))):
             hits.append(_deny("persistence", f"{raw} is a policy, hook or startup file: edit it yourself"))
+        elif classify(target, ws) == "control":
+            hits.append(_deny("protected", f"{raw} is mnemo's index, audit log or Git data"))
     elif not inside:
         hits.append(Decision(Verdict.CONFIRM, "builtin:read-outside", f"{raw} is outside the workspace"))
     return hits
 
 
-def check_segment(
-    seg: Segment, before: list[Segment], ws: Path, cfg: PolicyConfig, depth: int
-) -> list[Decision]:
+def _write_targets(name: str, args: list[str], pos: list[str]) -> list[tuple[str, Mode]]:
+    """The paths ``name`` writes, and how."""
+    found: list[tuple[str, Mode]] = []
+    if name in ("rm", "rmdir", "unlink", "shred"):
+        found = [(p, "delete") for p in pos]
+    elif name == "mv" and pos:
+        found = [(p, "modify") for p in pos[:-1]] + [(pos[-1], "truncate")]
+    elif name in ("touch", "mkdir"):
+        found = [(p, "create") for p in pos]
+    elif name in ("truncate", "tee"):
+        found = [
+            (p, "append" if name == "tee" and {"-a", "--append"} & set(args) else "truncate") for p in pos
+        ]
+    elif name == "chattr" or (name == "sed" and any(a.startswith(("-i", "--in-place")) for a in args)):
+        scripts = name == "sed" and not any(a in ("-e", "-f") or a.startswith("--expression") for a in args)
+        found = [(p, "modify") for p in (pos[1:] if scripts or name == "chattr" else pos)]
+    elif name in WRITE_LAST and len(pos) >= 2:
+        found = [(pos[-1], "truncate")]
+    elif name in WRITE_AFTER_FIRST:
+        found = [(p, "modify") for p in pos[1:]]
+    elif name == "dd":
+        found = [(a[3:], "truncate") for a in args if a.startswith("of=")]
+    elif name in ("tar", "unzip"):
+        found = [(args[i + 1], "create") for i, a in enumerate(args[:-1]) if a in ("-C", "--directory", "-d")]
+    found += [
+        (a.split("=", 1)[1], "truncate") for a in args if a.startswith(("--output=", "--target-directory="))
+    ]
+    if name in ("cp", "mv", "install", "ln") and "-t" in args[:-1]:
+        found.append((args[args.index("-t") + 1], "truncate"))
+    flag = {"curl": "-o", "sort": "-o", "wget": "-O", "gcc": "-o", "cc": "-o", "clang": "-o"}.get(name)
+    if flag and flag in args[:-1]:
+        found.append((args[args.index(flag) + 1], "truncate"))
+    return [(t, m) for t, m in found if ":" not in t or name not in ("rsync", "scp")]
+
+
+def check_segment(seg: Segment, before: list[Segment], ctx: Context) -> list[Decision]:
     """Built-in rules for one exec segment (``before``: the segments to its left)."""
-    name, argv, args = seg.name, seg.argv, seg.argv[1:]
+    name, argv, args, ws, base = seg.name, seg.argv, seg.argv[1:], ctx.ws, ctx.base
     pos = _positional(argv)
     hits: list[Decision] = []
     values = _values(seg)
     if name in DENY_BINARIES or name.startswith("mkfs"):
         hits.append(_deny(DENY_BINARIES.get(name, "disk"), f"{name} is never run by the agent"))
-    if any(SECRET_RE.search(v) or SECRET_RE.search(str(resolve_path(v, ws))) for v in values if "/" in v):
+    if any(SECRET_RE.search(v) or SECRET_RE.search(str(resolve_path(v, base))) for v in values if "/" in v):
         hits.append(_deny("secrets", "the command touches credential or key files"))
     if any(re.search(r"/dev/(tcp|udp)/", v) for v in values):
         hits.append(_deny("reverse-shell", "/dev/tcp and /dev/udp sockets are refused"))
-    # destruction and writes outside the workspace
-    targets: list[str] = []
-    if name in WRITE_ALL or (name == "sed" and any(a.startswith(("-i", "--in-place")) for a in args)):
-        targets = pos[1:] if name == "sed" and not any(a in ("-e", "-f") for a in args) else pos
-    elif name in WRITE_LAST and len(pos) >= 2:
-        targets = [pos[-1]] + [a.split("=", 1)[1] for a in args if a.startswith("--target-directory=")]
-    elif name in WRITE_AFTER_FIRST:
-        targets = pos[1:]
-        if name == "chmod" and pos and re.search(r"s|^[2467][0-7]{3}$", pos[0]):
-            hits.append(_deny("privilege", "setuid/setgid bits are refused"))
-    elif name == "dd":
-        targets = [a[3:] for a in args if a.startswith("of=")]
-        if any(re.match(r"if=/dev/(sd|hd|vd|nvme|mmcblk|disk|mapper|mem|kmem)", a) for a in args):
-            hits.append(_deny("disk", "dd reads a raw disk"))
-    elif name in ("tar", "unzip"):
-        targets = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-C", "--directory", "-d")]
-    targets += [a.split("=", 1)[1] for a in args if a.startswith(("--output=", "--target-directory="))]
-    if "-t" in args and args.index("-t") + 1 < len(args):
-        targets.append(args[args.index("-t") + 1])
-    outside = [t for t in targets if ":" not in t or name not in ("rsync", "scp")]
-    outside = [t for t in outside if not is_safe_target(t, ws)]
+    hits.extend(_writes(seg, ctx, pos))
+    # interpreters reading code from a pipe
+    inline_flag = any(a in ("-c", "-e", "-E", "-r", "--eval") or re.match(r"^-[a-z]*c$", a) for a in args)
+    if INTERPRETERS.match(name) and seg.piped and all(p == "-" for p in pos) and not inline_flag:
+        hits.append(_deny("pipe-to-shell", f"piping into {name} runs unreviewed code"))
+    hits.extend(_network(seg, before, ctx, pos))
+    hits.extend(_system(name, args))
+    if name in ("cd", "pushd") and not all(is_inside(resolve_path(p, base), ws) for p in (pos or ["~"])):
+        hits.append(_deny("outside-workspace", f"{name} leaves the workspace (later paths would escape)"))
+    if name in ("cd", "pushd") and any("$" in p for p in pos):
+        hits.append(confirm("variable-target", f"{name} to a folder built from a variable"))
+    if name in ("export", "declare", "local", "readonly", "typeset") and any(is_hijack(a) for a in args):
+        hits.append(_deny("env-hijack", f"{name} of PATH/LD_PRELOAD/CDPATH-like variables is refused"))
+    if name in ("read", "mapfile", "readarray", "printf", "getopts") and any(
+        re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", a) and is_hijack(a) for a in args
+    ):
+        hits.append(_deny("env-hijack", f"{name} into PATH/IFS/CDPATH-like variables is refused"))
+    if not seg.binary and not hits and name in SAFE_BUILTINS:
+        hits.append(Decision(Verdict.ALLOW, "builtin:shell-builtin", f"{name} is a harmless shell builtin"))
+    if not seg.binary and not hits:
+        hits.append(Decision(Verdict.CONFIRM, "builtin:unknown-binary", f"{argv[0]} is not on PATH"))
+    return hits
+
+
+def _writes(seg: Segment, ctx: Context, pos: list[str]) -> list[Decision]:
+    """Destruction, writes outside the workspace and writes to protected files."""
+    name, args, ws, base = seg.name, seg.argv[1:], ctx.ws, ctx.base
+    hits: list[Decision] = []
+    if name == "chmod" and pos and re.search(r"s|^[2467][0-7]{3}$", pos[0]):
+        hits.append(_deny("privilege", "setuid/setgid bits are refused"))
+    if name == "dd" and any(
+        re.match(r"if=/dev/(sd|hd|vd|nvme|mmcblk|disk|mapper|mem|kmem)", a) for a in args
+    ):
+        hits.append(_deny("disk", "dd reads a raw disk"))
+    found = _write_targets(name, args, pos)
+    outside = [t for t, _ in found if not is_safe_target(t, ws, base)]
     if outside:
         hits.append(_deny("outside-workspace", f"{name} would modify {outside[0]} outside the workspace"))
-    if any(PERSIST_RE.search(str(resolve_path(t, ws))) for t in targets):
+    if any(PERSIST_RE.search(str(resolve_path(t, base))) for t, _ in found):
         hits.append(_deny("persistence", f"{name} would modify a startup, hook, cron or policy file"))
+    for target, mode in found:
+        if target not in outside:
+            hits.extend(check_write(target, mode, ctx))
     recursive = any(RECURSIVE.match(a) for a in args)
     if name == "rm" and ("--no-preserve-root" in args or (recursive and not pos and "xargs" in seg.wrappers)):
         hits.append(_deny("destructive", "recursive delete of unchecked paths"))
     if (
         name in ("rm", "chmod", "chown", "chgrp")
         and recursive
-        and any(resolve_path(t, ws) == ws for t in targets)
+        and any(resolve_path(t, base) == ws for t, _ in found)
     ):
         hits.append(_deny("destructive", f"recursive {name} of the whole workspace"))
-    if name == "find":
-        roots = [a for a in args if not a.startswith(("-", "(", "!", ")"))][:1] or ["."]
-        acting = any(a in ("-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint") for a in args)
-        if acting and not all(is_safe_target(r, ws) for r in roots):
-            hits.append(_deny("destructive", "find acting on files outside the workspace"))
-        for i, a in enumerate(args):
-            if a in ("-exec", "-execdir", "-ok", "-okdir"):
-                inner = Segment(words=[w for w in args[i + 1 :] if w not in (";", "+", "{}")][:20])
-                _unwrap(inner, None)
-                if inner.argv:
-                    hits.extend(check_segment(inner, [], ws, cfg, depth + 1))
-    # interpreters: piped code, -c strings, inline code
-    interp = bool(INTERPRETERS.match(name))
-    if interp and seg.piped and all(p == "-" for p in pos) and "-c" not in args and "-e" not in args:
-        hits.append(_deny("pipe-to-shell", f"piping into {name} runs unreviewed code"))
-    if interp:
-        for i, a in enumerate(args[:-1]):
-            if a in ("-c", "-e", "--eval", "-E", "-r") or (SHELLS.match(name) and re.match(r"^-[a-z]*c$", a)):
-                code = args[i + 1]
-                if SHELLS.match(name):
-                    if depth >= 3:
-                        hits.append(_deny("nesting", "shell -c nested too deeply"))
-                    else:
-                        hits.append(check_command(code, ws, cfg, depth + 1))
-                elif RISKY_CODE.search(code):
-                    hits.append(_deny("inline-code", f"{name} inline code with process or socket access"))
-                break
-    # network: reverse shells, uploads, exfiltration
+    if "xargs" in seg.wrappers and (
+        name in WRITE_ALL | WRITE_LAST | WRITE_AFTER_FIRST or INTERPRETERS.match(name)
+    ):
+        hits.append(confirm("xargs", f"xargs runs {name} on paths read from its input"))
+    return hits
+
+
+def _network(seg: Segment, before: list[Segment], ctx: Context, pos: list[str]) -> list[Decision]:
+    """Reverse shells, uploads, exfiltration."""
+    name, args, ws, base = seg.name, seg.argv[1:], ctx.ws, ctx.base
+    hits: list[Decision] = []
     if name.startswith(("nc", "ncat", "netcat")) and any(
         a in ("-e", "-c", "--exec", "--sh-exec") for a in args
     ):
         hits.append(_deny("reverse-shell", f"{name} -e hands a shell to the network"))
     if name == "socat" and any(re.search(r"(exec|system):", a, re.I) for a in args):
         hits.append(_deny("reverse-shell", "socat exec:/system: runs commands for the network"))
-    if name == "ssh" and any(
-        re.match(r"-[a-zA-Z]*R|.*(ProxyCommand|LocalCommand|PermitLocal)", a) for a in args
-    ):
-        hits.append(_deny("network", "ssh remote forwarding or local command execution"))
-    if name in NET_CLIENTS:
-        uploads = [v for a in args for v in re.findall(r"(?:^|=)[@<]([^;]+)$", a) if v != "-"]
-        uploads += [a.split("=", 1)[1] for a in args if a.startswith(("--post-file=", "--body-file="))]
-        uploads += [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-T", "--upload-file")]
-        uploads += [r.target for r in seg.redirects if r.op in ("<", "<>")]
-        if name in ("scp", "rsync", "sftp") and any(":" in p for p in pos[-1:]):
-            uploads += [p for p in pos[:-1] if ":" not in p]
-        if any(not is_inside(resolve_path(u, ws), ws) for u in uploads):
-            hits.append(_deny("exfiltration", f"{name} sends a file from outside the workspace"))
-        if any(SECRET_VAR.search(a) for a in args):
-            hits.append(_deny("exfiltration", f"{name} sends a secret environment variable"))
-        if seg.piped and any(b.name in DUMPERS or _reads_outside(b, ws) for b in before):
-            hits.append(
-                _deny("exfiltration", f"{name} sends the environment or files from outside the workspace")
-            )
-    # persistence, services, firewall, processes, git
+    if name not in NET_CLIENTS:
+        return hits
+    uploads = [v for a in args for v in re.findall(r"(?:^|=)[@<]([^;]+)$", a) if v != "-"]
+    uploads += [a.split("=", 1)[1] for a in args if a.startswith(("--post-file=", "--body-file="))]
+    uploads += [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-T", "--upload-file")]
+    uploads += [r.target for r in seg.redirects if r.op in ("<", "<>")]
+    if name in ("scp", "rsync", "sftp") and any(":" in p for p in pos[-1:]):
+        uploads += [p for p in pos[:-1] if ":" not in p]
+    if any(not is_inside(resolve_path(u, base), ws) for u in uploads):
+        hits.append(_deny("exfiltration", f"{name} sends a file from outside the workspace"))
+    if any(SECRET_VAR.search(a) for a in args):
+        hits.append(_deny("exfiltration", f"{name} sends a secret environment variable"))
+    if seg.piped and any(b.name in DUMPERS or _reads_outside(b, ws) for b in before):
+        hits.append(
+            _deny("exfiltration", f"{name} sends the environment or files from outside the workspace")
+        )
+    return hits
+
+
+def _system(name: str, args: list[str]) -> list[Decision]:
+    """Persistence, services, firewall, processes, containers."""
+    hits: list[Decision] = []
     if name == "crontab" and args != ["-l"]:
         hits.append(_deny("persistence", "crontab edits are refused"))
     if name == "systemctl" and any(
@@ -207,17 +243,6 @@ def check_segment(
         hits.append(_deny("destructive", "killing every process (or init) is refused"))
     if name in ("docker", "podman") and any(a == "--privileged" or re.match(r"^/(:|$)", a) for a in args):
         hits.append(_deny("privilege", f"{name} with --privileged or the host root mounted"))
-    if name == "git":
-        hits.extend(_git(args))
-    if name in ("cd", "pushd") and not all(is_inside(resolve_path(p, ws), ws) for p in (pos or ["~"])):
-        hits.append(_deny("outside-workspace", f"{name} leaves the workspace (later paths would escape)"))
-    exported = [re.split(r"[+=]", a, maxsplit=1)[0] for a in args]
-    if name in ("export", "declare", "local", "readonly", "typeset") and HIJACK_VARS.intersection(exported):
-        hits.append(_deny("env-hijack", f"{name} of PATH/LD_PRELOAD-like variables is refused"))
-    if not seg.binary and not hits and name in SAFE_BUILTINS:
-        hits.append(Decision(Verdict.ALLOW, "builtin:shell-builtin", f"{name} is a harmless shell builtin"))
-    if not seg.binary and not hits:
-        hits.append(Decision(Verdict.CONFIRM, "builtin:unknown-binary", f"{argv[0]} is not on PATH"))
     return hits
 
 
@@ -225,19 +250,3 @@ def _reads_outside(seg: Segment, ws: Path) -> bool:
     paths = [p for p in _positional(seg.argv) if "/" in p or p.startswith(("~", "$"))]
     paths += [r.target for r in seg.redirects if r.op == "<"]
     return any(not is_safe_target(p, ws) for p in paths)
-
-
-def _git(args: list[str]) -> list[Decision]:
-    if args[:1] == ["config"] and any(
-        re.search(r"hookspath|sshcommand|fsmonitor|askpass", a, re.I) for a in args
-    ):
-        return [_deny("persistence", "git config that runs commands (hooksPath, sshCommand, fsmonitor)")]
-    if args[:1] != ["push"]:
-        return []
-    force = any(a in ("-f", "--force", "--mirror") or a.startswith("--force-with-lease") for a in args)
-    force = force or any(a.startswith("+") for a in args[1:])
-    if force and any(re.search(r"(^|[:+/])(main|master)$", a) for a in args[1:]):
-        return [_deny("force-push-main", "force push to main/master rewrites shared history")]
-    if force or any(a.startswith(":") or a in ("--delete", "-d") for a in args[1:]):
-        return [Decision(Verdict.CONFIRM, "builtin:force-push", "force push or branch deletion")]
-    return []

@@ -18,7 +18,8 @@ The ``[policy]`` table of ``mnemo.toml``::
     reason = "read-only git"            # optional
 
 Every exec segment (see :mod:`mnemo.policy.shell`) is checked on its own and the strictest verdict wins;
-for one segment the built-in rules (:mod:`mnemo.policy.destructive`), the configured rules and
+for one segment the built-in rules (:mod:`mnemo.policy.destructive`, the per-binary argument rules of
+:mod:`mnemo.policy.binaries`, the redirection checks of :mod:`mnemo.policy.targets`), the configured rules and
 ``allow_binaries`` all apply and the strictest match wins. The tool default applies only when nothing
 matched. Built-in deny rules cannot be relaxed by configuration.
 """
@@ -29,50 +30,16 @@ import json
 import os
 import tomllib
 from dataclasses import dataclass, field
-from enum import IntEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from mnemo.policy import binaries, destructive, targets
 from mnemo.policy.shell import Segment, is_inside, parse_command, resolve_path
+from mnemo.policy.verdict import Context, Decision, Verdict, strictest
 
 READ_ONLY_TOOLS = ("memory_search", "memory_get", "read_file")
-
-
-class Verdict(IntEnum):
-    """Ordered by strictness: ``max()`` of verdicts is the strictest."""
-
-    ALLOW = 0
-    CONFIRM = 1
-    DENY = 2
-
-    def __str__(self) -> str:
-        return self.name.lower()
-
-    @classmethod
-    def parse(cls, text: str) -> Verdict:
-        try:
-            return cls[str(text).strip().upper()]
-        except KeyError:
-            raise ValueError(f"decision must be allow, confirm or deny, not {text!r}") from None
-
-
-@dataclass(frozen=True)
-class Decision:
-    verdict: Verdict
-    rule: str
-    """Which rule decided: ``builtin:<name>``, ``shell:<name>``, ``config:rules[<i>]``, ``allow_binaries``,
-    ``default:<tool>``, ``risk:level-<n>``."""
-    reason: str
-
-
-def strictest(decisions: list[Decision]) -> Decision | None:
-    """The strictest decision; the first one wins a tie."""
-    best: Decision | None = None
-    for decision in decisions:
-        if best is None or decision.verdict > best.verdict:
-            best = decision
-    return best
+MAX_BASES = 8
 
 
 @dataclass(frozen=True)
@@ -202,8 +169,6 @@ def append_allow_rule(toml_text: str, tool: str, pattern: str, reason: str = "al
 
 def check(tool: str, args: dict[str, Any], workspace: Path, config: PolicyConfig | None = None) -> Decision:
     """Decide whether ``tool`` may run with ``args`` in ``workspace``."""
-    from mnemo.policy import destructive
-
     cfg = config or PolicyConfig()
     ws = Path(os.path.realpath(workspace))
     fallback = Decision(cfg.tools.get(tool, cfg.default), f"default:{tool}", f"default for {tool}")
@@ -229,27 +194,58 @@ def check(tool: str, args: dict[str, Any], workspace: Path, config: PolicyConfig
 
 
 def check_command(command: str, ws: Path, cfg: PolicyConfig, depth: int = 0) -> Decision:
-    """Check a whole command line: every segment, the strictest verdict wins."""
-    from mnemo.policy import destructive
+    """Check a whole command line: every segment, the strictest verdict wins.
 
+    After a ``cd`` the later segments are checked from every folder the line may be in by then (the
+    workspace included, in case the ``cd`` failed), and the strictest verdict wins.
+    """
     parsed = parse_command(command, ws)
     if parsed.refusals:
         rule, reason = parsed.refusals[0]
         return Decision(Verdict.DENY, rule, reason)
     allowed = cfg.allowed_binary_paths()
+
+    def recurse(inner: str) -> Decision:
+        if depth >= 3:
+            return Decision(Verdict.DENY, "builtin:nesting", "commands nested too deeply")
+        return check_command(inner, ws, cfg, depth + 1)
+
     results: list[Decision] = []
+    bases = [ws]
     for index, seg in enumerate(parsed.segments):
+        hits: list[Decision] = []
+        for base in bases:
+            ctx = Context(ws, base, depth, recurse)
+            hits.extend(targets.check_redirects(seg, ctx))
+            if seg.argv:
+                hits.extend(destructive.check_segment(seg, parsed.segments[:index], ctx))
+                hits.extend(binaries.check_binary(seg, ctx))
         if not seg.argv:
+            results.extend(hits)
             continue
-        hits = destructive.check_segment(seg, parsed.segments[:index], ws, cfg, depth)
         hits.extend(_config_hits(seg, cfg, allowed))
         results.append(strictest(hits) or Decision(cfg.tools.get("exec", cfg.default), "default:exec", ""))
+        bases = _after_cd(seg, bases, ws)
     decision = strictest(results)
     if decision is None:
+        if any(seg.redirects for seg in parsed.segments):
+            return Decision(Verdict.ALLOW, "builtin:shell-builtin", "a redirection inside the workspace")
         return Decision(Verdict.DENY, "shell:syntax", "no command to run")
     if decision.rule == "default:exec":
         return Decision(decision.verdict, "default:exec", "no rule matched; default for exec")
     return decision
+
+
+def _after_cd(seg: Segment, bases: list[Path], ws: Path) -> list[Path]:
+    """The folders the line may be in after ``seg`` (``cd``/``pushd`` into the workspace add one)."""
+    if seg.name not in ("cd", "pushd"):
+        return bases
+    dirs = [a for a in seg.argv[1:] if not a.startswith("-")][:1]
+    if not dirs or "$" in dirs[0]:
+        return bases
+    found = [resolve_path(dirs[0], b) for b in bases]
+    new = [p for p in found if is_inside(p, ws) and p not in bases]
+    return (bases + new)[:MAX_BASES]
 
 
 def _config_hits(seg: Segment, cfg: PolicyConfig, allowed: set[str]) -> list[Decision]:

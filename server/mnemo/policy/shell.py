@@ -11,6 +11,9 @@ what it cannot see through:
   standard streams and the sandbox's private ``/tmp`` excepted);
 * a command name that is itself a variable (``$X -rf /``).
 
+Variables assigned earlier on the same line are substituted in the later segments' arguments and
+redirection targets (:class:`Variables`), so ``X=/etc/x; : > $X`` is refused like ``: > /etc/x``.
+
 A quoted word that consists only of operator characters (``echo '|'``) is read as an operator: this
 over-splits, which can only make the verdict stricter. Here-document bodies are parsed as commands for the
 same reason. The first word of each segment is resolved with :func:`shutil.which`, through the wrappers
@@ -38,7 +41,25 @@ _FUNCDEF_RE = re.compile(r"(^|[\s;&|(){}])(function\s+)?[^\s;&|()<>'\"]*\s*\(\s*
 HIJACK_VARS = frozenset(
     {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "IFS", "PROMPT_COMMAND"}
     | {"PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "PERL5OPT", "RUBYOPT", "GIT_SSH_COMMAND", "SHELLOPTS"}
+    | {
+        "CDPATH",
+        "BASHOPTS",
+        "PS4",
+        "GLOBIGNORE",
+        "PYTHONHOME",
+        "PERL5LIB",
+        "RUBYLIB",
+        "NODE_PATH",
+        "LESSOPEN",
+    }
+    | {"LESSCLOSE", "MANPAGER", "BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS", "PYTHONINSPECT"}
 )
+HIJACK_PREFIXES = ("LD_", "GIT_", "BASH_FUNC_", "DYLD_")
+SAFE_GIT_VARS = frozenset(
+    {"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"}
+    | {"GIT_COMMITTER_DATE", "GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS", "GIT_FLUSH", "GIT_MERGE_AUTOEDIT"}
+)
+VAR_RE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 SAFE_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/tmp")
 # wrapper -> (options that take a value, positional words to skip before the command)
 WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
@@ -168,9 +189,23 @@ def is_inside(path: Path, workspace: Path) -> bool:
     return path == ws or ws in path.parents
 
 
-def is_safe_target(arg: str, workspace: Path) -> bool:
-    """True for a path a command may write to: inside the workspace, ``/dev/null``, private ``/tmp``."""
-    path = resolve_path(arg, workspace)
+def is_hijack(assignment: str) -> bool:
+    """True when ``NAME=value`` (or a bare ``NAME``) changes how commands are found or run: ``PATH``,
+    ``IFS``, ``CDPATH``, ``LD_*``, ``BASH_ENV``, ``GIT_*`` (but author/committer names, and a ``cat``
+    pager) ..."""
+    name, _, value = assignment.partition("=")
+    name = re.split(r"[+\[]", name, maxsplit=1)[0]
+    if name in HIJACK_VARS:
+        return True
+    if name in ("GIT_PAGER", "PAGER"):
+        return value not in ("", "cat")
+    return name.startswith(HIJACK_PREFIXES) and name not in SAFE_GIT_VARS
+
+
+def is_safe_target(arg: str, workspace: Path, base: Path | None = None) -> bool:
+    """True for a path a command may write to: inside the workspace, ``/dev/null``, private ``/tmp``.
+    Relative paths resolve against ``base`` (default: the workspace)."""
+    path = resolve_path(arg, base or workspace)
     if is_inside(path, workspace):
         return True
     if is_inside(Path(os.path.realpath(workspace)), path):
@@ -194,12 +229,12 @@ def _unwrap(seg: Segment, path: str | None) -> list[tuple[str, str]]:
             takes_value, positional = WRAPPERS[name]
             seg.wrappers.append(name)
             argv.pop(0)
-            if name == "env" and any(a in ("-S", "--split-string") or a.startswith("-S") for a in argv):
-                refusals.append(("shell:eval", "env -S re-splits a string into a command"))
             while argv and argv[0].startswith("-") and argv[0] != "-":
                 opt = argv.pop(0)
                 if opt == "--":
                     break
+                if name == "env" and re.match(r"^(-[a-zA-Z0-9]*S|--split-string)", opt):
+                    refusals.append(("shell:eval", "env -S re-splits a string into a command"))
                 if opt in takes_value and argv:
                     argv.pop(0)
             while name == "env" and argv and _ASSIGN_RE.match(argv[0]):
@@ -211,8 +246,8 @@ def _unwrap(seg: Segment, path: str | None) -> list[tuple[str, str]]:
         argv = [seg.wrappers[-1]]  # a bare wrapper (``env``) runs itself
     seg.argv = argv
     for assignment in seg.assignments:
-        var = re.split(r"[+\[=]", assignment, maxsplit=1)[0]
-        if var in HIJACK_VARS:
+        if is_hijack(assignment):
+            var = re.split(r"[+\[=]", assignment, maxsplit=1)[0]
             refusals.append(("shell:env-hijack", f"setting {var} changes what runs and is refused"))
     if argv:
         if "$" in argv[0] or "`" in argv[0]:
@@ -222,6 +257,61 @@ def _unwrap(seg: Segment, path: str | None) -> list[tuple[str, str]]:
         else:
             seg.binary = shutil.which(argv[0], path=path)
     return refusals
+
+
+class Variables:
+    """Shell variables assigned earlier on the same command line (``X=/etc/x; : > $X``).
+
+    Only values without blanks or glob characters are substituted (word splitting would change them);
+    a variable assigned twice, read (``read``, ``mapfile``, ``for``) or unset becomes unknown and stays
+    ``$X``, which the rules treat as "cannot check" (confirm). The command name is never substituted:
+    ``$X`` as a command stays refused.
+    """
+
+    def __init__(self) -> None:
+        self.known: dict[str, str] = {}
+        self.unknown: set[str] = set()
+
+    def _set(self, name: str, value: str | None) -> None:
+        if name in self.known or name in self.unknown or value is None or re.search(r"[\s*?\[$`]", value):
+            self.known.pop(name, None)
+            self.unknown.add(name)
+        else:
+            self.known[name] = value
+
+    def _expand(self, word: str) -> str:
+        def one(match: re.Match[str]) -> str:
+            name = match.group(1) or match.group(2)
+            return self.known.get(name, match.group(0))
+
+        return VAR_RE.sub(one, word) if "$" in word else word
+
+    def substitute(self, seg: Segment) -> None:
+        if not self.known:
+            return
+        seg.words = [self._expand(w) for w in seg.words]
+        seg.argv = seg.argv[:1] + [self._expand(w) for w in seg.argv[1:]]
+        for red in seg.redirects:
+            red.target = self._expand(red.target)
+
+    def record(self, seg: Segment) -> None:
+        name = seg.name
+        pairs: list[str] = []
+        if not seg.argv:
+            pairs = seg.assignments
+        elif name in ("export", "declare", "typeset", "local", "readonly"):
+            pairs = [a for a in seg.argv[1:] if _ASSIGN_RE.match(a)]
+        elif name in ("read", "mapfile", "readarray", "unset", "for", "select", "getopts", "printf"):
+            for word in seg.argv[1:]:
+                if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", word):
+                    self._set(word, None)
+            self._set("REPLY", None)
+            self._set("MAPFILE", None)
+        for pair in pairs:
+            var, _, value = pair.partition("=")
+            self._set(
+                re.split(r"[+\[]", var, maxsplit=1)[0], value if "+" not in var and "[" not in var else None
+            )
 
 
 def parse_command(command: str, workspace: Path, *, path: str | None = None) -> ParsedCommand:
@@ -235,6 +325,7 @@ def parse_command(command: str, workspace: Path, *, path: str | None = None) -> 
         return ParsedCommand([], [*refusals, ("shell:syntax", f"cannot parse the command: {exc}")])
     segments: list[Segment] = []
     current = Segment(words=[])
+    variables = Variables()
     piped = False
     i = 0
     while i <= len(tokens):
@@ -243,6 +334,8 @@ def parse_command(command: str, workspace: Path, *, path: str | None = None) -> 
             if current.words or current.redirects:
                 current.piped = piped
                 refusals.extend(_unwrap(current, path))
+                variables.substitute(current)
+                variables.record(current)
                 segments.append(current)
             piped = token in ("|", "|&")
             current = Segment(words=[])
