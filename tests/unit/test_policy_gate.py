@@ -288,3 +288,16 @@ def test_issue14_reproductions_are_refused_before_anything_runs(
     assert (ws / "MEMORY.md").read_text(encoding="utf-8") == "# Memory\n"
     assert not (ws / "pwned").exists()
     assert audit.entries()[1]["data"]["decision"] == "deny"
+
+
+def test_always_is_not_offered_for_a_builtin_confirm_no_rule_can_relax(
+    ws: Path, audit: AuditLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gate_mod.ToolGate, "_exec", lambda self, command: ("ran", 0))
+    approver = Scripted("always", "allow_once")
+    gate = ToolGate(ws, load_policy(ws), audit, approver)
+    command = "python3 -c 'print(1)'"  # inline code: a built-in confirmation, whatever mnemo.toml allows
+    assert gate.call("s1", "exec", {"command": command}).ok
+    assert approver.asked[0].always_patterns == []
+    assert load_policy(ws).rules == []  # "always" acted as once: no rule that would change nothing
+    assert gate.call("s1", "exec", {"command": command}).approval == "allow_once"  # asked again

@@ -173,7 +173,7 @@ class ToolGate:
                 rule=decision.rule,
                 reason=decision.reason,
                 timeout_s=timeout,
-                always_patterns=self._always_patterns(tool, args) if base.verdict == Verdict.CONFIRM else [],
+                always_patterns=self._always_patterns(tool, args) if _relaxable(base) else [],
             )
             choice = self._ask(request)
             approval = choice
@@ -359,6 +359,13 @@ class ToolGate:
             data = fh.read(self.max_read_bytes + 1)
         text = data[: self.max_read_bytes].decode("utf-8", errors="replace")
         return text + ("\n[truncated]" if len(data) > self.max_read_bytes else "")
+
+
+def _relaxable(base: Decision) -> bool:
+    """Whether an allow rule in mnemo.toml could turn this confirmation into an allow. Built-in and
+    shell confirmations (inline interpreter code, editors, package scripts, risk escalations) always ask
+    again, so "always" is not offered for them: it would add a rule that changes nothing."""
+    return base.verdict == Verdict.CONFIRM and not base.rule.startswith(("builtin:", "shell:", "risk:"))
 
 
 def _summary(tool: str, args: dict[str, Any]) -> str:
