@@ -72,6 +72,7 @@ class LineInsight:
                 "date": self.blame.date,
                 "author": self.blame.author,
                 "summary": self.blame.summary,
+                **({"error": self.blame.error} if self.blame.error else {}),
             },
         }
 
@@ -95,7 +96,9 @@ class LineInsight:
                 f"text {last.text:.3f}, decay ×{last.decay:.3f}, weight ×{last.weight:g}"
             )
         if self.blame is not None:
-            if self.blame.date:
+            if self.blame.error:
+                out.append(f"Git: {self.blame.error}")
+            elif self.blame.date:
                 out.append(
                     f"Last changed {self.blame.date[:10]} in `{self.blame.sha[:8]}` {self.blame.summary}"
                 )

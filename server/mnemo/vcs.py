@@ -4,6 +4,10 @@ A commit stages MEMORY.md, ``memory/`` and ``skills/`` (``sessions/`` only when 
 folder, hidden or ignored paths, and nothing else the user may have staged. It refuses while a file to
 be committed holds a secret (unless forced). A workspace outside any repository gets one only when the
 caller says so.
+
+Git runs inertly (:mod:`mnemo.vcs_git`): no hooks, fsmonitor, pager, filters, textconv, aliases or
+includes, no system or global config, and a repository whose config names a command is refused
+(:class:`UnsafeRepository`, naming the key) before anything runs.
 """
 
 from __future__ import annotations
@@ -15,15 +19,23 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-import git
-
 from mnemo.errors import MnemoError
 from mnemo.secrets import scan_text
+from mnemo.vcs_git import GitFailed, InertGit, RepoPaths, UnsafeRepository
 from mnemo.workspace.layout import FileKind, Workspace
 
 
 class VcsError(MnemoError):
-    """Git could not do what was asked (no repository, nothing to commit, git failed)."""
+    """Git could not do what was asked (no repository, nothing to commit, git failed, unsafe config)."""
+
+
+class UnsafeRepositoryError(VcsError):
+    """The repository's config names a command git would run (see :class:`UnsafeRepository`)."""
+
+    def __init__(self, cause: UnsafeRepository) -> None:
+        self.key = cause.key
+        self.config = cause.config
+        super().__init__(str(cause))
 
 
 class SecretsInCommit(VcsError):
@@ -67,16 +79,60 @@ class HistoryEntry:
         return {"commit": self.sha, "date": self.date, "author": self.author, "subject": self.subject}
 
 
-def open_repo(root: Path, *, init_repo: bool = False) -> git.Repo:
+@dataclass(frozen=True)
+class Repo:
+    """A checked repository: where it is, and the inert ``git`` to run in it."""
+
+    paths: RepoPaths
+    git: InertGit
+
+    @property
+    def root(self) -> Path:
+        return self.paths.toplevel
+
+    def run(self, *args: str, what: str) -> str:
+        try:
+            return self.git(*args).decode("utf-8", "surrogateescape")
+        except GitFailed as exc:
+            raise VcsError(f"git {what} failed: {exc}") from exc
+
+    def head(self) -> str | None:
+        out = self.git("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).decode().strip()
+        return out or None
+
+
+def checked_repo(git: InertGit) -> Repo | None:
+    """The repository holding ``git.cwd`` after its config passed the check; None outside any."""
     try:
-        return git.Repo(root, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        if not init_repo:
-            raise VcsError(
-                f"{root} is not in a Git repository; confirm creating one (mnemo commit --init, "
-                "or initRepo: true)"
-            ) from None
-        return git.Repo.init(root)
+        paths = git.paths()
+        if paths is None:
+            return None
+        git.check(paths)
+    except UnsafeRepository as exc:
+        raise UnsafeRepositoryError(exc) from exc
+    except GitFailed as exc:
+        raise VcsError(f"git failed: {exc}") from exc
+    return Repo(paths, git)
+
+
+def open_repo(root: Path, *, init_repo: bool = False) -> Repo:
+    git = InertGit(root)
+    repo = checked_repo(git)
+    if repo is not None:
+        return repo
+    if not init_repo:
+        raise VcsError(
+            f"{root} is not in a Git repository; confirm creating one (mnemo commit --init, "
+            "or initRepo: true)"
+        )
+    try:
+        git("init", "-q")
+    except GitFailed as exc:
+        raise VcsError(f"git init failed: {exc}") from exc
+    repo = checked_repo(git)
+    if repo is None:
+        raise VcsError(f"git init did not make a repository at {root}")
+    return repo
 
 
 _HEADING = re.compile(r" {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
@@ -148,12 +204,23 @@ class MemoryRepo:
             return False
         return self.include_sessions or memory_file.kind is not FileKind.SESSION
 
-    def changes(self, repo: git.Repo) -> list[tuple[str, str]]:
+    def changes(self, repo: Repo) -> list[tuple[str, str]]:
         """(repository path, workspace path) of memory files that differ from HEAD (ignored excluded)."""
-        root = Path(repo.working_tree_dir or self.workspace.root).resolve()
-        prefix = self.workspace.root.relative_to(root).as_posix() if self.workspace.root != root else ""
-        specs = [f"{prefix}/{t}" if prefix else t for t in self._tops()]
-        out = repo.git.status("--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", *specs)
+        root = repo.root.resolve()
+        ws_root = self.workspace.root.resolve()
+        prefix = ws_root.relative_to(root).as_posix() if ws_root != root else ""
+        specs = [f":(literal){prefix}/{t}" if prefix else f":(literal){t}" for t in self._tops()]
+        out = repo.run(
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules=all",
+            "--",
+            *specs,
+            what="status",
+        )
         found = []
         for entry in filter(None, out.split("\0")):
             repo_path = entry[3:]
@@ -169,7 +236,7 @@ class MemoryRepo:
         paths = self.changes(repo)
         if not paths:
             raise VcsError("nothing to commit: memory files match the last commit")
-        head = None if not repo.head.is_valid() else repo.head.commit
+        head = repo.head()
         files: list[FileChange] = []
         secrets: list[tuple[str, int, str]] = []
         for repo_path, rel in paths:
@@ -177,30 +244,25 @@ class MemoryRepo:
             new = disk.read_text(encoding="utf-8", errors="replace") if disk.is_file() else None
             if new is not None and not force:
                 secrets += [(rel, f.line + 1, f.rule_id) for f in scan_text(new)]
-            files.append(describe(_blob_text(head, repo_path), new, rel))
+            files.append(describe(_blob_text(repo, head, repo_path), new, rel))
         if secrets:
             raise SecretsInCommit(secrets)
         text = summary(files, message)
-        specs = [p for p, _ in paths]
-        try:
-            repo.git.add("-A", "--", *specs)
-            repo.git.commit("-m", text, "--only", "--", *specs)
-        except git.GitCommandError as exc:
-            raise VcsError(f"git commit failed: {(exc.stderr or str(exc)).strip()}") from exc
-        return CommitResult(repo.head.commit.hexsha, text, files)
+        specs = [f":(literal){p}" for p, _ in paths]
+        repo.run("add", "-A", "--", *specs, what="add")
+        repo.run("commit", "-q", "--no-verify", "-m", text, "--only", "--", *specs, what="commit")
+        return CommitResult(repo.head() or "", text, files)
 
     def history(self, rel: str, line: int | None = None, max_count: int = 50) -> list[HistoryEntry]:
         repo = open_repo(self.workspace.root)
-        root = Path(repo.working_tree_dir or self.workspace.root).resolve()
+        root = repo.root.resolve()
         repo_path = (self.workspace.root / rel).resolve().relative_to(root).as_posix()
         fmt = "--format=%x1e%H%x1f%aI%x1f%an%x1f%s"
-        try:
-            if line is None:
-                out = repo.git.log(fmt, f"--max-count={max_count}", "--follow", "--", repo_path)
-            else:
-                out = repo.git.log(fmt, f"--max-count={max_count}", f"-L{line},{line}:{repo_path}")
-        except git.GitCommandError as exc:
-            raise VcsError(f"git log failed: {(exc.stderr or str(exc)).strip()}") from exc
+        safe = ("--no-textconv", "--no-ext-diff", "--no-show-signature", fmt, f"--max-count={max_count}")
+        if line is None:
+            out = repo.run("log", *safe, "--follow", "--", repo_path, what="log")
+        else:
+            out = repo.run("log", *safe, f"-L{line},{line}:{repo_path}", what="log")
         entries = []
         for record in out.split("\x1e")[1:]:
             sha, date, author, subject = record.split("\n", 1)[0].split("\x1f")
@@ -208,15 +270,11 @@ class MemoryRepo:
         return entries
 
 
-def _blob_text(head: git.Commit | None, repo_path: str) -> str | None:
+def _blob_text(repo: Repo, head: str | None, repo_path: str) -> str | None:
     if head is None:
         return None
-    try:
-        blob = head.tree / repo_path
-    except KeyError:
-        return None
-    data: bytes = blob.data_stream.read()
-    return data.decode("utf-8", errors="replace")
+    done = repo.git.run(["cat-file", "blob", f"{head}:{repo_path}"], check=False)
+    return done.stdout.decode("utf-8", errors="replace") if done.returncode == 0 else None
 
 
 @dataclass(frozen=True)
@@ -225,6 +283,8 @@ class BlameLine:
     date: str  # ISO 8601, or "" for lines not committed yet
     author: str
     summary: str
+    error: str = ""
+    """Why there is no blame (the repository was refused); the hover shows it."""
 
 
 class BlameCache:
@@ -233,27 +293,27 @@ class BlameCache:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._cache: dict[tuple[str, float, str], list[BlameLine | None]] = {}
-        self._repo: git.Repo | None = None
+        self._git = InertGit(root)
 
     def line(self, rel: str, line: int) -> BlameLine | None:
-        """Who last changed 1-based ``line`` of ``rel``; None outside a repository or untracked."""
+        """Who last changed 1-based ``line`` of ``rel``; None outside a repository or untracked; a line
+        with only ``error`` set when the repository's config was refused."""
         try:
-            if self._repo is None:
-                self._repo = git.Repo(self.root, search_parent_directories=True)
-            repo = self._repo
-            head = repo.head.commit.hexsha if repo.head.is_valid() else ""
+            repo = checked_repo(self._git)
+            if repo is None:
+                return None
+            head = repo.head() or ""
             path = self.root / rel
             key = (rel, path.stat().st_mtime, head)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError, OSError, ValueError):
+        except UnsafeRepositoryError as exc:
+            return BlameLine("", "", "", "", error=str(exc))
+        except (VcsError, OSError, ValueError):
             return None
         lines = self._cache.get(key)
         if lines is None:
-            try:
-                out = repo.git.blame("--porcelain", "--", str(path))
-            except git.GitCommandError:
-                lines = []
-            else:
-                lines = parse_porcelain(out)
+            done = repo.git.run(["blame", "--porcelain", "--no-textconv", "--", str(path)], check=False)
+            out = done.stdout.decode("utf-8", "replace") if done.returncode == 0 else ""
+            lines = parse_porcelain(out) if out else []
             self._cache = {k: v for k, v in self._cache.items() if k[0] != rel}
             self._cache[key] = lines
         return lines[line - 1] if 0 < line <= len(lines) else None

@@ -33,7 +33,8 @@ def test_clean_log_verifies(log: AuditLog) -> None:
     entries = log.entries()
     assert [e["seq"] for e in entries] == list(range(6))
     assert entries[0]["prev"] == "0" * 64 and entries[1]["prev"] == entries[0]["hash"]
-    assert set(entries[0]) == {"seq", "ts", "kind", "data", "prev", "hash", "hmac"}
+    assert set(entries[0]) == {"seq", "ts", "kind", "data", "prev", "ws", "hash", "hmac"}
+    assert entries[0]["ws"] == log.workspace_id
     assert stat.S_IMODE(log.key_path.stat().st_mode) == 0o600 and len(log.key_path.read_bytes()) == 32
     with pytest.raises(ValueError):
         log.append("bogus", {})  # type: ignore[arg-type]
@@ -41,25 +42,30 @@ def test_clean_log_verifies(log: AuditLog) -> None:
 
 def test_edit_detected(log: AuditLog) -> None:
     lines = _lines(log)
-    entry = json.loads(lines[2])
-    entry["data"]["i"] = 99
-    lines[2] = json.dumps(entry) + "\n"
+    lines[2] = lines[2].replace('"i":2', '"i":9')
     _write(log, lines)
     report = log.verify()
     assert not report.ok and report.problems == ["line 3 (seq 2): edited: content does not match its hash"]
 
 
+def test_reserialised_entry_detected(log: AuditLog) -> None:
+    lines = _lines(log)
+    lines[2] = json.dumps(json.loads(lines[2])) + "\n"  # same content, other bytes
+    _write(log, lines)
+    problems = log.verify().problems
+    assert problems == [
+        "line 3: reformatted: not the bytes mnemo wrote",
+        "line 4 (seq 3): seq gap: entry 2 removed",
+    ]
+
+
 def test_edit_with_recomputed_hash_detected_by_hmac(log: AuditLog) -> None:
     import hashlib
 
-    from mnemo.policy.audit import canonical
-
     lines = _lines(log)
-    entry = json.loads(lines[2])
-    entry["data"]["i"] = 99
-    body = {k: v for k, v in entry.items() if k not in ("hash", "hmac")}
-    entry["hash"] = hashlib.sha256(canonical(body)).hexdigest()
-    lines[2] = json.dumps(entry) + "\n"
+    head, _, rest = lines[2].replace('"i":2', '"i":9').partition(',"hash":"')
+    digest = hashlib.sha256(head.encode("utf-8")).hexdigest()
+    lines[2] = f'{head},"hash":"{digest}"{rest[64 + 1 :]}'
     _write(log, lines)
     problems = log.verify().problems
     assert problems[0].startswith("line 3 (seq 2): hmac mismatch")
@@ -84,9 +90,7 @@ def test_reorder_detected(log: AuditLog) -> None:
 
 def test_insert_detected(log: AuditLog) -> None:
     lines = _lines(log)
-    forged = json.loads(lines[2])
-    forged["data"] = {"i": "forged"}
-    lines.insert(3, json.dumps(forged) + "\n")
+    lines.insert(3, lines[2].replace('"i":2', '"i":"forged"'))
     _write(log, lines)
     problems = log.verify().problems
     assert any(p.startswith("line 4 (seq 2): edited") for p in problems)
@@ -103,14 +107,23 @@ def test_truncated_tail_detected(log: AuditLog) -> None:
 
 
 def test_torn_last_line_detected_and_appends_continue(log: AuditLog) -> None:
+    """A crash in the middle of a write leaves part of a line and the anchor at the previous entry."""
     lines = _lines(log)
-    lines[-1] = lines[-1][:40]
-    _write(log, lines)
+    with log.path.open("ab") as fh:
+        fh.write(lines[-1][:40].encode("utf-8"))
     report = log.verify()
-    assert "line 6: truncated last line" in report.problems[0]
+    assert "line 7: truncated last line" in report.problems[0]
     entry = log.append("decision", {"after": "torn"})
-    assert entry["seq"] == 5 and entry["prev"] == json.loads(lines[4])["hash"]
-    assert any("line 6: not a valid audit entry" in p for p in log.verify().problems)
+    assert entry["seq"] == 6 and entry["prev"] == json.loads(lines[5])["hash"]
+    assert log.verify().problems == ["line 7: not a valid audit entry"]
+
+
+def test_cut_tail_refuses_appends(log: AuditLog) -> None:
+    from mnemo.policy.audit import AuditLogRefused
+
+    _write(log, _lines(log)[:4])
+    with pytest.raises(AuditLogRefused, match="does not end with the entry last written"):
+        log.append("decision", {})
 
 
 def test_wrong_key_fails(log: AuditLog, tmp_path: Path) -> None:

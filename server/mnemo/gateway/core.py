@@ -14,12 +14,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mnemo.errors import MnemoError
+
 from .lanes import Lanes
 from .routing import InboundMessage, Route, Router
 from .session_table import SessionTable
 from .settings import GatewaySettings
 
 log = logging.getLogger(__name__)
+
+
+class MessageTooLarge(MnemoError):
+    """A message longer than ``max_message_chars``."""
+
+    def __init__(self, length: int, limit: int) -> None:
+        self.length, self.limit = length, limit
+        super().__init__(
+            f"the message is {length} characters; this gateway accepts at most {limit} "
+            "(gateway.max_message_chars)"
+        )
 
 
 class ChatAgent(Protocol):
@@ -82,6 +95,8 @@ class GatewayCore:
         force_group: bool = False,
     ) -> GatewayReply:
         """Route ``message``, queue it in its session's lane, run the turn, return the reply."""
+        if len(message.text) > self.settings.max_message_chars:
+            raise MessageTooLarge(len(message.text), self.settings.max_message_chars)
         route = self.router.resolve(message, force_group=force_group)
         started = time.perf_counter()
         cancel = threading.Event()

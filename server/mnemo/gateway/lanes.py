@@ -8,7 +8,8 @@ the event loop (and every other connection) stays responsive while a model gener
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -20,6 +21,42 @@ T = TypeVar("T")
 
 class LaneFull(MnemoError):
     """A session already has ``queue_limit`` messages waiting."""
+
+
+class UserBusy(MnemoError):
+    """A principal already has its share of memory calls running."""
+
+
+class UserSlots:
+    """At most ``per_user`` calls running per principal: one user's burst (or a slow call) cannot take
+    the worker threads the others need. Over the limit the call is refused at once (a busy error, the
+    client retries) rather than queued, so a waiting queue cannot grow without bound either."""
+
+    def __init__(self, per_user: int) -> None:
+        self.per_user = per_user
+        self._running: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def slot(self, user: str) -> Iterator[None]:
+        """Hold one of ``user``'s slots (event-loop only: no lock needed)."""
+        running = self._running.get(user, 0)
+        if running >= self.per_user:
+            raise UserBusy(
+                f"busy: you already have {running} memory calls running (limit {self.per_user}); "
+                "try again when one answers"
+            )
+        self._running[user] = running + 1
+        try:
+            yield
+        finally:
+            left = self._running[user] - 1
+            if left:
+                self._running[user] = left
+            else:
+                del self._running[user]
+
+    def running(self) -> int:
+        return sum(self._running.values())
 
 
 @dataclass

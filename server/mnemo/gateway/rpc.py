@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import WSMsgType, web
 
 from mnemo.errors import MnemoError
+from mnemo.limits import InvalidInput, check_line_range, check_max_results
 
 from .auth import AuthError, Challenge, RateLimited, lower_role, role_allows
 from .channels.webchat import webchat_message
-from .lanes import LaneFull
+from .core import MessageTooLarge
+from .lanes import LaneFull, UserBusy
 
 if TYPE_CHECKING:
     from .server import Gateway
@@ -29,7 +31,6 @@ log = logging.getLogger(__name__)
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 SERVER_ERROR, FORBIDDEN, AUTH_FAILED, BUSY, RATE_LIMITED = -32000, -32001, -32002, -32003, -32029
-MAX_MESSAGE_BYTES = 1_000_000
 
 
 class RpcError(Exception):
@@ -74,6 +75,17 @@ def _text(params: dict[str, Any], key: str, *, required: bool = True) -> str:
     return value
 
 
+def _bounded(value: str, key: str, limit: int, setting: str) -> str:
+    """``value`` when it is at most ``limit`` characters; INVALID_PARAMS naming the limit otherwise."""
+    if len(value) > limit:
+        raise RpcError(
+            INVALID_PARAMS,
+            f"'{key}' is {len(value)} characters; this gateway accepts at most {limit} (gateway.{setting})",
+            {"limit": limit, "length": len(value)},
+        )
+    return value
+
+
 class RpcFront:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
@@ -99,7 +111,7 @@ class RpcFront:
 
     # -- transport ----------------------------------------------------------------------------------
     async def handle_ws(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, heartbeat=30)
+        ws = web.WebSocketResponse(max_msg_size=self.gateway.settings.max_frame_bytes, heartbeat=30)
         await ws.prepare(request)
         conn = Connection(ws, request.remote or "?")
         self.connections.add(conn)
@@ -143,8 +155,11 @@ class RpcFront:
                 reply["error"]["data"] = exc.data
         except asyncio.CancelledError:
             raise
-        except LaneFull as exc:
+        except (LaneFull, UserBusy) as exc:
             reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": BUSY, "message": str(exc)}}
+        except MessageTooLarge as exc:
+            error = {"code": INVALID_PARAMS, "message": str(exc), "data": {"limit": exc.limit}}
+            reply = {"jsonrpc": "2.0", "id": request_id, "error": error}
         except (MnemoError, OSError, ValueError) as exc:
             reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": SERVER_ERROR, "message": str(exc)}}
         except Exception as exc:  # a bug must not take the connection down
@@ -186,7 +201,7 @@ class RpcFront:
 
     # -- chat and memory ----------------------------------------------------------------------------
     async def chat_send(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        _text(params, "text")
+        _bounded(_text(params, "text"), "text", self.gateway.settings.max_message_chars, "max_message_chars")
         message = webchat_message(params, conn.principal)
         loop = asyncio.get_running_loop()
         stream = bool(params.get("stream", True))
@@ -204,17 +219,21 @@ class RpcFront:
         return await self.gateway.history(_text(params, "sessionKey"), int(params.get("limit", 50)))
 
     async def memory_search(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        query = _text(params, "query")
-        limit = params.get("maxResults")
-        return await self.gateway.memory_search(query, limit if isinstance(limit, int) else None)
+        query = _bounded(
+            _text(params, "query"), "query", self.gateway.settings.max_query_chars, "max_query_chars"
+        )
+        try:
+            limit = check_max_results(params.get("maxResults"))
+        except InvalidInput as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from exc
+        return await self.gateway.memory_search(query, limit, user=conn.principal)
 
     async def memory_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        start, lines = params.get("from"), params.get("lines")
-        return await self.gateway.memory_get(
-            _text(params, "path"),
-            start if isinstance(start, int) else None,
-            lines if isinstance(lines, int) else None,
-        )
+        try:
+            start, lines = check_line_range(params.get("from"), params.get("lines"))
+        except InvalidInput as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from exc
+        return await self.gateway.memory_get(_text(params, "path"), start, lines, user=conn.principal)
 
     # -- sessions and admin -------------------------------------------------------------------------
     async def sessions_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from mnemo.errors import MnemoError
 from .auth import Authenticator
 from .channels.base import Channel, ChannelError, load_channel_class
 from .core import ChatAgent, GatewayCore, GatewayReply
+from .lanes import UserSlots
 from .routing import InboundMessage
 from .session_table import SessionTable
 from .settings import GatewaySettings
@@ -38,6 +39,10 @@ class MemoryReader(Protocol):
     def search(self, query: str, *, max_results: int | None = None) -> Any: ...
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]: ...
     def status(self) -> dict[str, Any]: ...
+
+
+class MemoryFailed(MnemoError):
+    """The memory service raised (a DuckDB error, a bug): answered as an error, the gateway goes on."""
 
 
 class BindRefused(MnemoError):
@@ -89,7 +94,8 @@ class Gateway:
         self.rpc = RpcFront(self)
         self.channels: dict[str, Channel] = {}
         self.channel_problems: dict[str, str] = {}
-        self.app = web.Application(client_max_size=1_000_000)
+        self.memory_slots = UserSlots(settings.max_memory_calls_per_user)
+        self.app = web.Application(client_max_size=settings.max_frame_bytes)
         self.app.router.add_get("/health", self._health)
         self.app.router.add_get("/rpc", self.rpc.handle_ws)
         self._load_channels()
@@ -150,12 +156,32 @@ class Gateway:
         return states
 
     # -- memory and sessions (blocking work off the event loop) ---------------------------------------
-    async def memory_search(self, query: str, max_results: int | None) -> dict[str, Any]:
-        outcome = await asyncio.to_thread(self.memory.search, query, max_results=max_results)
+    async def memory_search(self, query: str, max_results: int | None, *, user: str = "") -> dict[str, Any]:
+        with self.memory_slots.slot(user):
+            outcome = await self._memory_call(
+                "memory.search", self.memory.search, query, max_results=max_results
+            )
         return dict(outcome.as_dict())
 
-    async def memory_get(self, path: str, start: int | None, lines: int | None) -> dict[str, Any]:
-        return await asyncio.to_thread(self.memory.get, path, start, lines)
+    async def memory_get(
+        self, path: str, start: int | None, lines: int | None, *, user: str = ""
+    ) -> dict[str, Any]:
+        with self.memory_slots.slot(user):
+            result: dict[str, Any] = await self._memory_call(
+                "memory.get", self.memory.get, path, start, lines
+            )
+        return result
+
+    async def _memory_call(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a memory call in a worker thread; anything else it raises (a DuckDB internal error, a bug)
+        is logged and becomes :class:`MemoryFailed`, answered as an error: the process goes on."""
+        try:
+            return await asyncio.to_thread(call, *args, **kwargs)
+        except (MnemoError, ValueError, asyncio.CancelledError):  # the caller's mistake, said plainly
+            raise
+        except Exception as exc:
+            log.exception("%s failed", what)
+            raise MemoryFailed(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
     async def history(self, session_key: str, limit: int) -> dict[str, Any]:
         entry = self.core.table.get(session_key)

@@ -86,6 +86,14 @@ class GatewaySettings:
     queue_limit: int = 32
     """Messages that may wait for one busy session; more are refused with a clear error."""
     turn_timeout_s: float = 600.0
+    max_frame_bytes: int = 1_000_000
+    """Largest WebSocket message or HTTP body accepted; a bigger frame closes the connection."""
+    max_query_chars: int = 4_096
+    """Longest ``memory.search`` query (characters); a longer one is refused with INVALID_PARAMS."""
+    max_message_chars: int = 32_000
+    """Longest chat message (``chat.send`` text, any channel's message); longer ones are refused."""
+    max_memory_calls_per_user: int = 2
+    """Memory calls (search, get) one principal may have running at once; more get a busy error."""
     auth: AuthSettings = field(default_factory=AuthSettings)
     agents: list[AgentProfile] = field(default_factory=lambda: [AgentProfile("main")])
     default_agent: str = "main"
@@ -106,6 +114,10 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "max_concurrent": (1, 1024),
     "queue_limit": (1, 100_000),
     "turn_timeout_s": (1.0, 86_400.0),
+    "max_frame_bytes": (1_024, 64_000_000),
+    "max_query_chars": (1, 1_000_000),
+    "max_message_chars": (1, 10_000_000),
+    "max_memory_calls_per_user": (1, 1_024),
     "max_failures": (1, 1_000),
     "failure_window_s": (1.0, 86_400.0),
     "reset_hour": (0, 23),
