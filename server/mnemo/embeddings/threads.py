@@ -1,0 +1,87 @@
+"""How many CPU threads llama.cpp gets: the cores that are free when a model loads, at least one.
+
+llama.cpp splits every operation of a forward pass over its threads and then waits for all of them at a
+barrier, spinning while it waits (OpenMP or ggml's own pool). When the machine's other work leaves fewer idle
+cores than threads, a thread that is not scheduled holds up the others, which spin on the CPU time it needs:
+throughput collapses instead of sharing the cores (MiniLM at 0.3-0.5 chunks/s at load 6-7 on 2 cores, against
+~4-14 on a quiet machine; docs/benchmarks.md, "Embedding under load"). A single thread never waits for another,
+so it slows down only in proportion to its share of a core. Hence: as many threads as there are idle cores,
+never more than the physical cores we may run on, never fewer than one. ``embedding.threads`` /
+``agent.threads`` in mnemo.toml override the choice.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+_CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+_CPU_SYSFS = Path("/sys/devices/system/cpu")
+
+
+def choose_threads(cores: int, load: float, online: int | None = None) -> int:
+    """Threads for ``cores`` usable cores when the one-minute load average of the machine is ``load``.
+
+    ``online`` is the number of CPUs the load average counts (all of the machine's); when we may use fewer of
+    them, only our share of the load is taken to fall on our cores. The result is in ``[1, max(1, cores)]``
+    for any input (a negative, NaN or infinite load included).
+    """
+    cores = max(1, int(cores))
+    if not math.isfinite(load) or load <= 0:
+        return cores
+    if online is not None and online > cores:
+        load = load * cores / online
+    free = cores - load
+    return max(1, min(cores, math.floor(free + 0.5)))
+
+
+def allowed_cpus() -> set[int]:
+    """The CPUs this process may run on (its affinity), or all of them where that is unknown."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return set(range(os.cpu_count() or 1))
+
+
+def cgroup_cpu_limit(path: Path | None = None) -> int | None:
+    """Whole CPUs allowed by a cgroup v2 quota (``cpu.max``, rounded up), or None without a quota."""
+    try:
+        quota, period = (path or _CGROUP_CPU_MAX).read_text().split()[:2]
+        if quota == "max":
+            return None
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        return None
+
+
+def physical_cores(cpus: set[int], sysfs: Path | None = None) -> int:
+    """Physical cores among ``cpus``: SMT siblings count once (sysfs ``thread_siblings_list``)."""
+    sysfs = sysfs or _CPU_SYSFS
+    groups: set[str] = set()
+    for cpu in cpus:
+        try:
+            groups.add((sysfs / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text().strip())
+        except OSError:
+            groups.add(f"cpu{cpu}")
+    return max(1, len(groups))
+
+
+def usable_cores() -> int:
+    """Physical cores this process may use: affinity, SMT siblings counted once, a cgroup quota applied."""
+    cores = physical_cores(allowed_cpus())
+    limit = cgroup_cpu_limit()
+    return min(cores, limit) if limit is not None else cores
+
+
+def load_average() -> float:
+    """The machine's one-minute load average (0.0 where the platform has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def default_threads() -> int:
+    """llama.cpp threads for a model loaded now: :func:`choose_threads` of this machine's cores and load."""
+    return choose_threads(usable_cores(), load_average(), os.cpu_count())
