@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import json
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from mnemo.errors import MnemoError
+from mnemo.workspace.layout import WORKSPACE_DIR
 
-HELP = "commands: /new  /reset  /flush  /quit   (Ctrl-C stops a reply; Ctrl-D quits)"
+HELP = "commands: /new  /reset  /flush  /quit   (Ctrl-C stops a reply, not the chat; Ctrl-D quits)"
 
 
 def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -18,16 +23,30 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
         "chat", help="chat with the agent in the terminal (streaming; /new /reset /flush /quit)"
     )
     add_common(p)
-    p.add_argument("--session", help="continue this session id (default: a new session)")
+    p.add_argument(
+        "--session", help="continue this session id (default: a new session; see `mnemo sessions`)"
+    )
     p.add_argument("--group", action="store_true", help="a group session: MEMORY.md is never loaded")
-    p.add_argument("-m", "--message", help="send one message, print the reply and exit")
+    p.add_argument(
+        "-m", "--message", help="send one message, print the reply, then `session: <id>` on stderr"
+    )
+    p.add_argument("--json", action="store_true", help="with -m: print the whole reply as JSON, no streaming")
     p.add_argument("--no-sync", action="store_true", help="do not update the memory index first")
     p.set_defaults(run=run_chat)
 
     p = sub.add_parser("flush", help="save a session's durable memories to today's daily note now")
     add_common(p)
-    p.add_argument("--session", required=True, help="session id (see sessions/*.jsonl)")
+    p.add_argument("--session", required=True, help="session id (see `mnemo sessions`)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="show what would be kept and rejected; write nothing"
+    )
+    p.add_argument("--json", action="store_true", help="print the flush report as JSON")
     p.set_defaults(run=run_flush)
+
+    p = sub.add_parser("sessions", help="list chat sessions (id, last update, messages, title)")
+    add_common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_sessions)
 
 
 def _build(args: argparse.Namespace) -> Any:
@@ -44,70 +63,174 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
-def _turn(agent: Any, message: str, session_id: str, kind: str) -> Any:
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _run_cancellable(work: Callable[[threading.Event], Any]) -> Any:
+    """Run ``work(cancel)`` on a worker thread; Ctrl-C sets ``cancel`` (the turn stops at its next
+    token) instead of interrupting the program. Returns what ``work`` returned, or raises what it raised."""
     cancel = threading.Event()
-    try:
-        reply = agent.chat(message, session_id, kind=kind, on_delta=_say, cancel=cancel)
-    except KeyboardInterrupt:
-        cancel.set()
-        _say("\n[stopped]\n")
-        return None
+    done = threading.Event()  # not Thread.join: a join interrupted by Ctrl-C can misreport the thread
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work(cancel)
+        except BaseException as exc:  # handed to the main thread below
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="mnemo-chat-turn", daemon=True).start()
+    while not done.is_set():
+        try:
+            done.wait(0.05)
+        except KeyboardInterrupt:
+            if not cancel.is_set():
+                cancel.set()
+                _err("\n[stopping]")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _turn(agent: Any, message: str, session_id: str, kind: str) -> Any:
+    """One chat turn, streamed to stdout; citations, notes and the finish on stderr."""
+    reply = _run_cancellable(
+        lambda cancel: agent.chat(message, session_id, kind=kind, on_delta=_say, cancel=cancel)
+    )
     _say("\n")
+    if reply.finish_reason == "cancelled":
+        _err("[stopped]")
+    elif reply.finish_reason == "loop":
+        _err("  note: the reply was stopped because it started repeating itself")
     for citation in reply.citations:
-        print(f"  [{citation['citation']}]", file=sys.stderr)
+        _err(f"  [{citation['citation']}]")
     for note in reply.notes:
-        print(f"  note: {note}", file=sys.stderr)
+        _err(f"  note: {note}")
+    if reply.flush is not None:  # /flush, or the automatic flush before compaction
+        _print_flush(reply.flush, sys.stderr, summary=reply.text != reply.flush.summary())
     return reply
+
+
+def _history(root: Path) -> None:
+    """Line editing and history (``.mnemo/chat_history``) when a person types at a terminal."""
+    if not sys.stdin.isatty():
+        return
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - platforms without readline
+        return
+    path = root / WORKSPACE_DIR / "chat_history"
+    with contextlib.suppress(OSError):
+        readline.read_history_file(path)
+    readline.set_history_length(1000)
+
+    def save() -> None:
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            readline.write_history_file(path)
+            path.chmod(0o600)
+
+    atexit.register(save)
 
 
 def run_chat(args: argparse.Namespace) -> int:
     services = _build(args)
     try:
+        agent = services.agent
+        if args.session and not agent.store.exists(args.session):
+            _err(f"mnemo: no session {args.session} (list them with `mnemo sessions`)")
+            return 2
         if not args.no_sync:
             services.memory.sync()
-        agent = services.agent
         kind = "group" if args.group else "private"
         session_id = agent.open_session(args.session, kind)
         if args.message:
-            return 0 if _turn(agent, args.message, session_id, kind) is not None else 130
-        print(f"session {session_id} ({kind}); {HELP}", file=sys.stderr)
-        while True:
-            try:
-                line = input("> ").strip()
-            except EOFError:
-                print(file=sys.stderr)
-                return 0
-            except KeyboardInterrupt:
-                print(file=sys.stderr)
-                continue
-            if not line:
-                continue
-            if line in ("/quit", "/exit"):
-                return 0
-            if line == "/help":
-                print(HELP, file=sys.stderr)
-                continue
-            try:
-                reply = _turn(agent, line, session_id, kind)
-            except MnemoError as exc:
-                print(f"mnemo: {exc}", file=sys.stderr)
-                continue
-            if reply is not None:
-                session_id = reply.session_id
+            return _one_message(agent, args, session_id, kind)
+        _history(args.workspace.resolve())
+        _err(f"session: {session_id} ({kind}); {HELP}")
+        return _interactive(agent, session_id, kind)
     finally:
         services.close()
+
+
+def _one_message(agent: Any, args: argparse.Namespace, session_id: str, kind: str) -> int:
+    if args.json:
+        reply = _run_cancellable(
+            lambda cancel: agent.chat(args.message, session_id, kind=kind, cancel=cancel)
+        )
+        print(json.dumps(reply.as_dict(), ensure_ascii=False, indent=2))
+    else:
+        reply = _turn(agent, args.message, session_id, kind)
+        _err(f"session: {reply.session_id}")
+    return 130 if reply.finish_reason == "cancelled" else 0
+
+
+def _interactive(agent: Any, session_id: str, kind: str) -> int:
+    prompt = "> " if sys.stdin.isatty() else ""
+    while True:
+        try:
+            line = input(prompt).strip()
+        except EOFError:
+            return 0
+        except KeyboardInterrupt:
+            _err("")
+            continue
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            return 0
+        if line == "/help":
+            _err(HELP)
+            continue
+        try:
+            reply = _turn(agent, line, session_id, kind)
+        except MnemoError as exc:
+            _err(f"mnemo: {exc}")
+            continue
+        if reply.session_id != session_id:
+            session_id = reply.session_id
+            _err(f"session: {session_id}")
+
+
+def _print_flush(report: Any, out: TextIO, *, summary: bool = True) -> None:
+    """The flush report for a person: the summary, then each item kept and each rejected, with why."""
+    if summary:
+        print(report.summary(), file=out)
+    for item in report.items:
+        print(f"  keep: {item.text}  ({item.source}, turn {item.turn})", file=out)
+    for rejected in report.rejected:
+        print(f"  reject: {rejected.text}  -- {rejected.reason}", file=out)
+    for refused in report.refused:
+        print(f"  refused: {refused}", file=out)
 
 
 def run_flush(args: argparse.Namespace) -> int:
     services = _build(args)
     try:
-        report = services.agent.flush(args.session)
+        report = _run_cancellable(
+            lambda cancel: services.agent.flush(args.session, cancel, dry_run=args.dry_run)
+        )
     finally:
         services.close()
-    if report.no_reply:
-        print("nothing worth keeping (NO_REPLY)")
-    for path in report.written:
-        print(f"kept {report.kept} item(s) in {path}")
-    for refused in report.refused:
-        print(f"refused: {refused}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
+    else:
+        _print_flush(report, sys.stdout)
+    return 1 if report.refused else 0
+
+
+def run_sessions(args: argparse.Namespace) -> int:
+    services = _build(args)
+    try:
+        found = services.agent.sessions()
+    finally:
+        services.close()
+    if args.json:
+        print(json.dumps({"sessions": found}, ensure_ascii=False, indent=2))
+        return 0
+    for s in sorted(found, key=lambda s: s["updated"]):
+        print(f"{s['sessionId']}  {s['updated'][:16]}  {s['messages']:>3} msg  {s['title'][:60]}")
     return 0

@@ -12,6 +12,7 @@ import pytest
 
 from mnemo.agent import Agent, ChatMessage, ScriptedProvider
 from mnemo.agent.compaction import SUMMARY_SYSTEM, Thresholds
+from mnemo.agent.context import NOTHING_RECALLED
 from mnemo.agent.flush import FLUSH_SYSTEM, NO_REPLY
 from mnemo.config import AgentSettings
 
@@ -233,3 +234,78 @@ def test_flush_never_writes_a_protected_file(
     assert report.refused and not report.written
     assert md_hashes(sample_workspace) == before
     assert not (sample_workspace.parent / "x.md").exists()
+
+
+def test_empty_recall_tells_the_model_to_say_it_does_not_know(
+    sample_workspace: Path, services_factory: Callable[..., Any]
+) -> None:
+    provider = ScriptedProvider(default="I don't have that in memory.")
+    agent = make_agent(services_factory, sample_workspace, provider)
+    nothing = agent.chat("zebra quantum lunch menu", today=TODAY)
+    assert nothing.citations == []
+    assert NOTHING_RECALLED in provider.calls[-1][0].content
+    found = agent.chat("Which database does billing use?", today=TODAY)
+    assert found.citations and NOTHING_RECALLED not in provider.calls[-1][0].content
+    quiet = make_agent(services_factory, sample_workspace, provider, recall_results=0)
+    quiet.chat("zebra quantum lunch menu", today=TODAY)  # recall off: the model may search itself
+    assert NOTHING_RECALLED not in provider.calls[-1][0].content
+
+
+def test_flush_command_reports_what_was_kept_and_rejected(
+    sample_workspace: Path, services_factory: Callable[..., Any]
+) -> None:
+    def reply(messages: Sequence[ChatMessage]) -> str:
+        if messages[0].content == FLUSH_SYSTEM:
+            return "- The deploy runs on Fridays after review.\n- Which day do we deploy?"
+        return "noted"
+
+    agent = make_agent(services_factory, sample_workspace, ScriptedProvider(default=reply), recall_results=0)
+    first = agent.chat("Remember this: the deploy runs on Fridays after review.", today=TODAY)
+    flushed = agent.chat("/flush", first.session_id)
+    assert flushed.flush is not None and flushed.flush.kept == 1
+    assert flushed.text == f"kept 1 item(s) in {flushed.flush.target}; rejected 1"
+
+
+def test_weak_nearest_neighbours_do_not_count_as_recall(tmp_path: Path) -> None:
+    from mnemo.agent.context import ContextBuilder
+    from mnemo.agent.sessions import SessionStore
+
+    def hit(path: str, text: float, vector: float | None) -> dict[str, Any]:
+        return {
+            "path": path,
+            "startLine": 1,
+            "endLine": 1,
+            "score": 0.3,
+            "snippet": f"in {path}",
+            "source": "memory",
+            "citation": f"{path}#L1-L1",
+            "parts": {"text": text, "vector": vector},
+        }
+
+    class Memory:
+        def __init__(self) -> None:
+            self.hits: list[dict[str, Any]] = []
+
+        def search(self, query: str, *, max_results: int | None = None) -> Any:
+            hits = self.hits
+
+            class Result:
+                def as_dict(self) -> dict[str, Any]:
+                    return {"results": hits}
+
+            return Result()
+
+        def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
+            return {}
+
+    memory = Memory()
+    builder = ContextBuilder(tmp_path, memory, ScriptedProvider())
+    session = SessionStore(tmp_path).create()
+    memory.hits = [hit("memory/a.md", 0.0, 0.12)]
+    weak = builder.build(session, "zebra?")
+    assert weak.citations == [] and NOTHING_RECALLED in weak.messages[0].content
+    assert "memory/a.md" not in weak.messages[0].content
+    memory.hits = [hit("memory/a.md", 0.0, 0.12), hit("memory/b.md", 0.0, 0.6), hit("memory/c.md", 0.4, None)]
+    strong = builder.build(session, "zebra?")
+    assert [c["path"] for c in strong.citations] == ["memory/b.md", "memory/c.md"]
+    assert NOTHING_RECALLED not in strong.messages[0].content

@@ -19,6 +19,7 @@ from mnemo.config import AgentSettings
 from .compaction import Compactor, Thresholds
 from .context import ContextBuilder, TurnContext
 from .flush import FlushReport, MemoryFlusher
+from .loop_guard import LoopGuard
 from .memory_writer import MemoryWriter
 from .providers import ChatProvider
 from .sessions import Session, SessionKind, SessionStore
@@ -80,7 +81,13 @@ class Agent:
             reply_tokens=self.settings.max_tokens,
             tools_text=self.tools.describe(),
         )
-        self.flusher = MemoryFlusher(self.store, MemoryWriter(self.root), provider)
+        self.flusher = MemoryFlusher(
+            self.store,
+            MemoryWriter(self.root),
+            provider,
+            memory=memory,
+            max_items=self.settings.flush_max_items,
+        )
         self.compactor = Compactor(self.store, provider)
 
     def thresholds(self) -> Thresholds:
@@ -100,7 +107,7 @@ class Agent:
     ) -> ChatReply:
         command = message.strip().lower()
         if command in COMMANDS and session_id:
-            return self._command(command, session_id, kind, on_delta)
+            return self._command(command, session_id, kind, on_delta, cancel)
         session = self.store.load_or_create(session_id, kind)
         with self.store.lock(session.id):
             session = self.store.load(session.id)  # another turn may have appended meanwhile
@@ -123,11 +130,13 @@ class Agent:
         citations = list(context.citations)
         for step in range(MAX_TOOL_STEPS + 1):
             gate = DeltaGate(on_delta or (lambda _d: None))
-            stream = self.provider.stream(
-                context.messages,
-                max_tokens=self.settings.max_tokens,
-                temperature=self.settings.temperature,
-                cancel=cancel,
+            stream = LoopGuard(  # a reply that repeats itself ends with finish reason "loop"
+                self.provider.stream(
+                    context.messages,
+                    max_tokens=self.settings.max_tokens,
+                    temperature=self.settings.temperature,
+                    cancel=cancel,
+                )
             )
             for delta in stream:
                 gate.feed(delta)
@@ -136,7 +145,7 @@ class Agent:
             for thought in thoughts:
                 self.store.append(session, "thought", thought)
             call = None
-            if stream.finish_reason != "cancelled" and step < MAX_TOOL_STEPS:
+            if stream.finish_reason not in ("cancelled", "loop") and step < MAX_TOOL_STEPS:
                 call = parse_tool_call(visible, self.tools.names)
             if call is None:
                 gate.finish(visible)
@@ -221,18 +230,27 @@ class Agent:
             "archived": archived.name,
         }
 
-    def flush(self, session_id: str, cancel: threading.Event | None = None) -> FlushReport:
-        """A flush asked for by the user (``/flush``, ``mnemo.flush``): runs whatever the cycle."""
+    def flush(
+        self, session_id: str, cancel: threading.Event | None = None, *, dry_run: bool = False
+    ) -> FlushReport:
+        """A flush asked for by the user (``/flush``, ``mnemo.flush``): runs whatever the cycle.
+
+        ``dry_run``: the model runs and every item is checked, but nothing is written or recorded."""
         with self.store.lock(session_id):
-            return self.flusher.flush(self.store.load(session_id), reason="manual", cancel=cancel)
+            session = self.store.load(session_id)
+            return self.flusher.flush(session, reason="manual", cancel=cancel, dry_run=dry_run)
 
     def _command(
-        self, command: str, session_id: str, kind: SessionKind, on_delta: Callable[[str], None] | None
+        self,
+        command: str,
+        session_id: str,
+        kind: SessionKind,
+        on_delta: Callable[[str], None] | None,
+        cancel: threading.Event | None = None,
     ) -> ChatReply:
         if command == "/flush":
-            report = self.flush(session_id)
-            text = "nothing to keep" if not report.written else f"saved to {', '.join(report.written)}"
-            reply = ChatReply(text, session_id, flush=report)
+            report = self.flush(session_id, cancel)
+            reply = ChatReply(report.summary(), session_id, flush=report)
         elif command == "/new":
             made = self.new_session(kind, session_id)
             reply = ChatReply(_started(made), made["sessionId"])

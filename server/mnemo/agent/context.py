@@ -31,6 +31,12 @@ TOOL_FORMAT = (
     '<tool_call>{"name": "memory_search", "arguments": {"query": "..."}}</tool_call>\n'
     "You will get the result and can then answer. Cite memory as path#Lx-Ly."
 )
+RELEVANT_COSINE = 0.35
+"""A recalled hit with no query term in it counts as relevant only from this vector similarity up."""
+NOTHING_RECALLED = (
+    "Memory search found nothing relevant to the user's question. If the answer is not in the memory "
+    'shown above, say "I don\'t have that in memory" and do not invent one.'
+)
 
 
 @dataclass
@@ -114,17 +120,18 @@ class ContextBuilder:
             found.append((meta.get("name") or path.parent.name, meta.get("description", "")))
         return found
 
-    def recall(self, query: str, private: bool, notes: list[str]) -> list[dict[str, Any]]:
+    def recall(self, query: str, private: bool, notes: list[str]) -> list[dict[str, Any]] | None:
+        """The memory hits for ``query``; None when recall is off or could not run."""
         if self.recall_results <= 0 or not query.strip():
-            return []
+            return None
         try:
             hits = self.memory.search(query, max_results=self.recall_results).as_dict()["results"]
         except (MnemoError, EmbeddingError) as exc:
             notes.append(f"automatic recall skipped: {exc}")
-            return []
+            return None
         if not private:
             hits = [h for h in hits if h["path"] not in MEMORY_FILES]
-        return list(hits)
+        return [h for h in hits if _relevant(h)]
 
     # -- assembly ---------------------------------------------------------------------------------
     def build(self, session: Session, query: str, *, today: date | None = None) -> TurnContext:
@@ -159,6 +166,8 @@ class ContextBuilder:
         hits = self.recall(query, private, notes)
         if hits:
             parts.append("Relevant memory (cite as shown):\n" + format_hits(hits, 300))
+        elif hits is not None:  # recall ran and found nothing: say so rather than let the model invent
+            parts.append(NOTHING_RECALLED)
         summary = session.summary()
         if summary:
             parts.append("Summary of the earlier conversation:\n" + summary)
@@ -169,7 +178,7 @@ class ContextBuilder:
             notes.append("older turns left out to fit the context window")
         return TurnContext(
             [system, *tail],
-            [citation_of(h, "recall") for h in hits],
+            [citation_of(h, "recall") for h in hits or ()],
             system_tokens + tail_tokens,
             system_tokens,
             len(tail),
@@ -199,3 +208,10 @@ class ContextBuilder:
             for m in (event_message(e) for e in session.live_events())
             if m is not None
         )
+
+
+def _relevant(hit: dict[str, Any]) -> bool:
+    """A hit sharing a term with the query, or close enough in meaning (nearest neighbours always exist)."""
+    parts = hit.get("parts") or {}
+    vector = parts.get("vector")
+    return bool(parts.get("text", 1.0)) or (vector is not None and vector >= RELEVANT_COSINE)

@@ -1,10 +1,13 @@
 """The pre-compaction memory flush: a silent turn that saves what is worth keeping to today's daily note.
 
 Silent: its prompt and reply are never streamed or shown; only a ``flush`` event records what happened.
-Candidates from the live transcript are scored for importance (thoughts over raw observations; errors
-and lessons; decisions; explicit "remember this") and the best are offered to the model, which answers
-with the items to keep or ``NO_REPLY``. Writes go through :class:`MemoryWriter` (append-only daily note,
-protected files refused), whatever the reply asks for.
+Candidates from the live transcript are scored for importance (errors and lessons; decisions; explicit
+"remember this"); questions and the model's unconfirmed answers are never offered. The model answers
+with bullet items or ``NO_REPLY`` (its output passes the loop guard). Every item is then checked in code
+(:mod:`mnemo.agent.flush_guard`: complete, no question, said by the user, new, at most N) and only the
+kept ones are appended, each with its source turn, through :class:`MemoryWriter` (append-only daily
+note, protected files refused), whatever the reply asks for. An empty or invalid output writes nothing
+and the report says why; a dry run checks everything and writes nothing.
 """
 
 from __future__ import annotations
@@ -16,10 +19,22 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+from .flush_guard import (
+    Conversation,
+    Kept,
+    MemoryLines,
+    Rejected,
+    check_items,
+    confirmed_after,
+    is_question,
+    split_items,
+)
+from .loop_guard import LoopGuard
 from .memory_writer import MemoryWriter, MemoryWriteRefused, daily_path, slugify
 from .providers import ChatMessage, ChatProvider
 from .sessions import Session, SessionStore
 from .tool_calls import parse_tool_call, split_thoughts
+from .tools import MemoryAccess
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +54,10 @@ _BONUSES: tuple[tuple[re.Pattern[str], float], ...] = (
 )
 FLUSH_SYSTEM = (
     "You are saving durable memories before old conversation turns are summarised away. From the "
-    "candidate items below, write the facts, decisions, lessons and requests worth remembering as short "
-    "Markdown bullet points ('- ...'), most important first. Write nothing else. If nothing is worth "
-    f"keeping, answer exactly {NO_REPLY}."
+    "candidate items below, write the facts, decisions, lessons and requests the user stated that are "
+    "worth remembering: one short, complete sentence per Markdown bullet ('- ...'), most important first, "
+    "each at most once. No questions. Write nothing else. If nothing is worth keeping, answer exactly "
+    f"{NO_REPLY}."
 )
 
 
@@ -61,6 +77,10 @@ class FlushReport:
     kept: int = 0
     candidates: int = 0
     skipped: str = ""
+    dry_run: bool = False
+    target: str = ""
+    items: list[Kept] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -71,7 +91,20 @@ class FlushReport:
             "kept": self.kept,
             "candidates": self.candidates,
             "skipped": self.skipped,
+            "dryRun": self.dry_run,
+            "target": self.target,
+            "items": [k.as_dict() for k in self.items],
+            "rejected": [r.as_dict() for r in self.rejected],
         }
+
+    def summary(self) -> str:
+        """One line for a person: what was (or would be) written, or why nothing was."""
+        verb = "would keep" if self.dry_run else "kept"
+        dropped = f"; rejected {len(self.rejected)}" if self.rejected else ""
+        if self.items and (self.written or self.dry_run):
+            return f"{verb} {len(self.items)} item(s) in {self.target}{dropped}"
+        why = self.skipped or (self.refused[0] if self.refused else "nothing to keep")
+        return f"nothing written: {why}{dropped}"
 
 
 def score_item(kind: str, text: str) -> float:
@@ -83,15 +116,18 @@ def score_item(kind: str, text: str) -> float:
 
 
 def candidates(events: list[dict[str, Any]], limit: int = 24) -> list[Candidate]:
-    """Items (sentences of transcript events) ranked by importance; duplicates dropped."""
+    """Items (sentences of transcript events) ranked by importance; duplicates dropped. Questions and
+    the model's unconfirmed answers are never offered (the guard would reject them anyway)."""
     found: dict[str, Candidate] = {}
-    for event in events:
+    for i, event in enumerate(events):
         kind = str(event.get("type", ""))
         if kind not in _BASE or kind == "tool_call":
             continue
-        for piece in re.split(r"(?<=[.!?])\s+|\n+", str(event.get("text", ""))):
+        if kind in ("assistant", "thought") and not confirmed_after(events, i):
+            continue
+        for piece in re.split(r"(?<=[.!?])\s+|(?<=[。！？])|\n+", str(event.get("text", ""))):
             piece = " ".join(piece.split()).lstrip("-* ")
-            if len(piece) < 12:
+            if len(piece) < 12 or is_question(piece):
                 continue
             piece = piece[:300]
             candidate = Candidate(piece, kind, score_item(kind, piece))
@@ -101,28 +137,23 @@ def candidates(events: list[dict[str, Any]], limit: int = 24) -> list[Candidate]
     return [c for c in ranked if c.score >= 2.0][:limit]
 
 
-def _bullets(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return "\n".join(line if line.startswith(("- ", "* ")) else f"- {line}" for line in lines)
-
-
 class MemoryFlusher:
-    def __init__(self, store: SessionStore, writer: MemoryWriter, provider: ChatProvider) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        writer: MemoryWriter,
+        provider: ChatProvider,
+        *,
+        memory: MemoryAccess | None = None,
+        max_items: int = 5,
+    ) -> None:
         self.store = store
         self.writer = writer
         self.provider = provider
+        self.memory = memory
+        self.max_items = max_items
 
-    def flush(
-        self,
-        session: Session,
-        *,
-        reason: str = "compaction",
-        today: date | None = None,
-        cancel: threading.Event | None = None,
-    ) -> FlushReport:
-        """Run the silent flush turn and record a ``flush`` event (the cycle's marker) in any case."""
-        report = FlushReport(session.id)
-        day = today or date.today()
+    def _offer(self, session: Session, report: FlushReport) -> list[str]:
         found = candidates(session.live_events())
         report.candidates = len(found)
         budget = max(64, self.provider.context_window // 4)
@@ -132,52 +163,102 @@ class MemoryFlusher:
             cost = self.provider.count_tokens(c.text) + 2
             if used + cost > budget:
                 break
-            offered.append(f"- ({c.kind}, importance {c.score:g}) {c.text}")
+            offered.append(f"- {c.text}")
             used += cost
-        reply = NO_REPLY
+        return offered
+
+    def _generate(self, offered: list[str], cancel: threading.Event | None) -> tuple[str, str, bool]:
+        """The model's silent answer (never streamed anywhere), its finish reason, and whether its last
+        line was cut (the token limit, or a loop trimmed in the middle of a line)."""
+        messages = [
+            ChatMessage("system", FLUSH_SYSTEM),
+            ChatMessage("user", "Candidate items:\n" + "\n".join(offered)),
+        ]
+        guard = LoopGuard(self.provider.stream(messages, max_tokens=256, temperature=0.0, cancel=cancel))
+        text = guard.read()
+        cut = guard.finish_reason == "length"
+        if guard.loop is not None:
+            raw, keep = guard.raw_text, guard.loop.keep
+            cut = not (raw[:keep].endswith("\n") or raw[keep:].startswith("\n"))
+        return text, guard.finish_reason, cut
+
+    def flush(
+        self,
+        session: Session,
+        *,
+        reason: str = "compaction",
+        today: date | None = None,
+        cancel: threading.Event | None = None,
+        dry_run: bool = False,
+    ) -> FlushReport:
+        """Run the silent flush turn; check every item; append the kept ones (unless ``dry_run``).
+
+        A ``flush`` event (the cycle's marker) is recorded in any case except a dry run."""
+        report = FlushReport(session.id, dry_run=dry_run, target=daily_path(today or date.today()))
+        offered = self._offer(session, report)
+        reply, finish, cut = NO_REPLY, "stop", False
         if offered:
-            messages = [
-                ChatMessage("system", FLUSH_SYSTEM),
-                ChatMessage("user", "Candidate items:\n" + "\n".join(offered)),
-            ]
-            stream = self.provider.stream(messages, max_tokens=256, temperature=0.0, cancel=cancel)
-            reply = stream.read()  # silent: no delta goes anywhere
+            reply, finish, cut = self._generate(offered, cancel)
         else:
-            report.skipped = "nothing scored as worth keeping"
+            report.skipped = "nothing in the conversation scored as worth keeping"
         _thoughts, reply = split_thoughts(reply)
-        target = daily_path(day)
-        if not reply.strip() or reply.strip().upper().startswith(NO_REPLY):
+        if finish == "cancelled":
+            report.skipped = "cancelled"
+        elif not reply.strip():
+            report.skipped = "the model's output was empty"
+        elif reply.strip().upper().startswith(NO_REPLY):
             report.no_reply = True
+            report.skipped = report.skipped or "the model found nothing worth keeping (NO_REPLY)"
         else:
-            call = parse_tool_call(reply, {"write_file", "append_file", "append_memory", "edit_file"})
-            path, content = target, reply
-            if call is not None:
-                path = str(call.args.get("path", target))
-                content = str(call.args.get("content", call.args.get("text", "")))
-            try:
-                if path != target:
-                    self.writer.check(path)  # protected files and escapes refused first, by name
-                    raise MemoryWriteRefused(f"{path}: the memory flush only appends to {target}")
-                bullets = _bullets(content)
-                if bullets:
-                    heading = f"Flushed from session {session.id} ({datetime.now().strftime('%H:%M')})"
-                    report.written.append(self.writer.append_daily(target, bullets, heading=heading))
-                    report.kept = bullets.count("\n") + 1
-            except MemoryWriteRefused as exc:
-                log.warning("memory flush: %s", exc)
-                report.refused.append(str(exc))
+            self._check_and_write(session, report, reply, cut=cut)
+        if not dry_run:
+            self._record(session, report, reason)
+        return report
+
+    def _check_and_write(self, session: Session, report: FlushReport, reply: str, *, cut: bool) -> None:
+        call = parse_tool_call(reply, {"write_file", "append_file", "append_memory", "edit_file"})
+        path, content = report.target, reply
+        if call is not None:
+            path = str(call.args.get("path", report.target))
+            content = str(call.args.get("content", call.args.get("text", "")))
+        try:
+            if path != report.target:
+                self.writer.check(path)  # protected files and escapes refused first, by name
+                raise MemoryWriteRefused(f"{path}: the memory flush only appends to {report.target}")
+            items = split_items(content)
+            if not items:
+                report.skipped = "invalid model output: no items"
+                return
+            report.items, report.rejected = check_items(
+                items,
+                Conversation(session.events),
+                MemoryLines.read(self.writer.root),
+                max_items=self.max_items,
+                cut=cut,
+                memory=self.memory,
+            )
+            report.kept = len(report.items)
+            if not report.items:
+                report.skipped = "every item was rejected"
+            elif not report.dry_run:
+                heading = f"Flushed from session {session.id} ({datetime.now().strftime('%H:%M')})"
+                body = "\n".join(k.line(session.id) for k in report.items)
+                report.written.append(self.writer.append_daily(report.target, body, heading=heading))
+        except MemoryWriteRefused as exc:
+            log.warning("memory flush: %s", exc)
+            report.refused.append(str(exc))
+
+    def _record(self, session: Session, report: FlushReport, reason: str) -> None:
         self.store.append(
             session,
             "flush",
-            NO_REPLY
-            if report.no_reply
-            else f"kept {report.kept} item(s) in {', '.join(report.written) or '-'}",
+            NO_REPLY if report.no_reply else report.summary(),
             reason=reason,
             cycle=session.cycle,
             written=report.written,
             refused=report.refused,
+            rejected=len(report.rejected),
         )
-        return report
 
     def snapshot(self, session: Session, *, today: date | None = None) -> str | None:
         """Save the last messages as ``memory/YYYY-MM-DD-<slug>.md`` (for /new and /reset)."""
