@@ -40,8 +40,10 @@ class ChunkingSettings:
 
 @dataclass
 class EmbeddingSettings:
-    provider: Literal["local", "openai", "none"] = "local"
-    """local: llama.cpp on this machine; openai: an OpenAI-compatible /v1/embeddings endpoint; none: BM25 only."""
+    provider: Literal["local", "openai", "use-m3", "none"] = "local"
+    """local: llama.cpp on this machine; openai: an OpenAI-compatible /v1/embeddings endpoint; use-m3: the
+    multilingual universal-sentence-encoder v3 on this machine (Chinese and 15 more languages, numpy only);
+    none: BM25 only."""
     model_path: str = ""
     """A GGUF embedding model. Empty: all-MiniLM-L6-v2, converted to GGUF from its PyPI wheel on first use."""
     threads: int = 0
@@ -60,9 +62,16 @@ class EmbeddingSettings:
 @dataclass
 class SearchSettings:
     max_results: int = 6
-    min_score: float = 0.35
-    keyword_min_score: float = 0.2
-    """minScore in keyword mode (no embedding provider): text-only scores run lower than hybrid ones."""
+    min_score: float = 0.0
+    """An absolute floor under the calibrated cut-off (was 0.35, which hid right answers scoring 0.25-0.33):
+    hits below it are dropped, except the best hit with real keyword or vector evidence. A ``minScore``
+    passed with one request is a plain absolute floor for that request."""
+    keyword_min_score: float = 0.0
+    """min_score in keyword mode (no embedding provider); was 0.2."""
+    relative_min_score: float = 0.5
+    """The calibrated cut-off: results score at least this share of the best hit that has real evidence
+    (covers 30% of the query's keyword weight, or a vector match of cosine 0.3 when the model reads the
+    query's language). Hits without evidence are never returned, so "no results" means nothing relevant."""
     vector_weight: float = 0.7
     text_weight: float = 0.3
     cjk_vector_weight: float = -1.0
@@ -74,10 +83,15 @@ class SearchSettings:
     """supersede: recency orders near-ties and lets a newer similar memory win, never buries a unique match;
     multiplicative: the reference system's plain exp(-ln2/halfLife x age); off: no decay."""
     memory_weight: float = 1.5
-    """Multiplier for hits in MEMORY.md."""
+    """Weight of hits in MEMORY.md, as a bounded boost: score x (memory_weight - 1), at most +/-0.03, so it
+    orders near-ties and never beats a clearly better match (scores stay in [0, 1])."""
+    sessions_below_notes: bool = True
+    """Session transcripts (sessions/*.jsonl) rank after notes unless a search asks only for sessions."""
     mmr_lambda: float = 0.7
     mmr: bool = True
     snippet_chars: int = 700
+    max_query_chars: int = 4096
+    """Longer queries are cut to this many characters, with a note in the result (bounded search time)."""
 
 
 @dataclass
@@ -122,10 +136,15 @@ class AgentSettings:
     temperature: float = 0.2
     threads: int = 0
     """CPU threads for the local model; 0 picks the number of cores."""
+    extra_buffer_types: Literal["auto", "on", "off"] = "auto"
+    """llama.cpp's repacked weights for the CPU's fastest kernels (AMX, AVX-512). auto: probed once per
+    machine in a child process (docs/embeddings.md); off: plain kernels where the probe is wrong."""
     timeout_s: float = 120.0
     """HTTP timeout for the openai and anthropic providers."""
     recall_results: int = 4
     """Memory search results injected (with citations) into each turn's context; 0 turns recall off."""
+    flush_max_items: int = 5
+    """Most items one memory flush may append (the rest are reported as rejected)."""
 
 
 @dataclass
@@ -164,8 +183,10 @@ _RANGES: dict[str, tuple[float, float]] = {
     "search.text_weight": (0.0, 1.0),
     "search.half_life_days": (0.1, 100_000.0),
     "search.memory_weight": (0.0, 100.0),
+    "search.relative_min_score": (0.0, 1.0),
     "search.mmr_lambda": (0.0, 1.0),
     "search.snippet_chars": (50, 100_000),
+    "search.max_query_chars": (64, 1_000_000),
     "server.debounce_ms": (0, 60_000),
     "agent.context_window": (0, 2_000_000),
     "agent.reserve_floor": (0, 1_000_000),
@@ -175,6 +196,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "agent.threads": (0, 256),
     "agent.timeout_s": (1.0, 3_600.0),
     "agent.recall_results": (0, 50),
+    "agent.flush_max_items": (1, 50),
     "memory.injection_budget_chars": (100, 10_000_000),
     "memory.duplicate_threshold": (0.5, 1.0),
 }

@@ -366,3 +366,23 @@ def test_bad_arguments() -> None:
 
 def test_version() -> None:
     assert isinstance(CHUNKER_VERSION, str) and CHUNKER_VERSION
+
+
+def test_heading_only_sections_open_the_next_section() -> None:
+    # Reported: `# On-call` (L1-L1) came back as a search result of its own.
+    text = "# On-call\n\n## Weekdays\n\n- Alice carries the pager.\n\n## Weekends\n\n- Bruno covers.\n"
+    chunks = chunk_markdown("memory/oncall.md", text)
+    assert [(c.heading_path, c.start_line, c.end_line) for c in chunks] == [
+        (("On-call", "Weekdays"), 1, 5),
+        (("On-call", "Weekends"), 7, 9),
+    ]
+    assert chunks[0].text.startswith("# On-call\n\n## Weekdays")
+    # A chain of empty headings joins the first section with text; only a heading at the very end of a
+    # file (nothing to join) stays alone.
+    chunks = chunk_markdown("a.md", "# A\n## B\n### C\ntext\n# D")
+    assert [(c.start_line, c.end_line, c.heading_path) for c in chunks] == [
+        (1, 4, ("A", "B", "C")),
+        (5, 5, ("D",)),
+    ]
+    assert not [c for c in chunks[:-1] if all(ln.lstrip().startswith("#") for ln in c.text.splitlines())]
+    check("a.md", "# A\n## B\n### C\ntext\n# D", chunks, 256)

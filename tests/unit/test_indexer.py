@@ -38,7 +38,7 @@ def test_paragraph_edit_reembeds_only_that_chunk(make_workspace, hash_embedder, 
     embedder = hash_embedder()
     memory = _service(root, embedder)
     first = memory.sync()
-    assert first.chunks_embedded == 5  # Project, Alpha, Beta, Gamma, Other
+    assert first.chunks_embedded == 4  # Alpha (with its empty parent heading), Beta, Gamma, Other
     before = _chunks(memory, "memory/project.md")
     embedder.embedded.clear()
 
@@ -47,7 +47,7 @@ def test_paragraph_edit_reembeds_only_that_chunk(make_workspace, hash_embedder, 
     report = memory.sync()
     assert report.files_indexed == 1
     assert report.chunks_embedded == 1
-    assert report.chunks_reused == 3
+    assert report.chunks_reused == 2
     assert len(embedder.embedded) == 1 and "chains" in embedder.embedded[0]
     after = _chunks(memory, "memory/project.md")
     assert after.keys() == before.keys()
@@ -71,7 +71,7 @@ def test_inserting_lines_moves_chunks_without_reembedding(make_workspace, hash_e
         NOTE.replace("# Project\n", "# Project\n\nintro\n"), encoding="utf-8"
     )
     report = memory.sync()
-    assert report.chunks_embedded == 1  # only the changed top chunk
+    assert report.chunks_embedded == 2  # the top chunk, now with text of its own, and Alpha without it
     lines_after = dict(memory.indexer.store.con.execute("SELECT heading, start_line FROM chunks").fetchall())
     assert lines_after["Project > Gamma"] == lines_before["Project > Gamma"] + 2
     memory.close()

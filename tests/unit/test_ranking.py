@@ -163,7 +163,7 @@ def test_memory_weight_only_for_memory_md() -> None:
         memory_weight=1.5,
     )
     assert parts["MEMORY.md"].weight == 1.5
-    assert parts["MEMORY.md"].score == pytest.approx(0.75)
+    assert parts["MEMORY.md"].score == pytest.approx(0.5 + ranking.MEMORY_BOOST_CAP)  # bounded, not x1.5
     assert parts["memory/topic.md"].weight == 1.0
     assert parts["memory/MEMORY.md"].weight == 1.0
 
@@ -203,3 +203,73 @@ def test_evergreen_not_decayed_and_multiplicative_mode() -> None:
     off = _rank(cands, decay="off")
     assert off["memory/2026-10-31.md"].decay == 1.0
     assert math.isclose(sup["memory/2026-10-31.md"].decay, 1 - ranking.TIE_WEIGHT * 0.5)
+
+
+# -- issue 20: cut-offs, bounded MEMORY.md weight, updates ----------------------------------------
+def test_calibrated_cut_never_hides_the_only_answer() -> None:
+    # The reported cases: the right note scored 0.246 / 0.291 / 0.334, under the old absolute 0.35.
+    for score in (0.246, 0.291, 0.334):
+        assert ranking.calibrated_cut([score], [True], 0.5, 0.0) == [0]
+        assert ranking.calibrated_cut([score], [True], 0.5, 0.35) == [0], "the floor never drops the anchor"
+    # Relative to the best hit with evidence; hits without evidence never come back.
+    assert ranking.calibrated_cut([0.8, 0.5, 0.39, 0.3], [True, True, True, True], 0.5, 0.0) == [0, 1]
+    assert ranking.calibrated_cut([0.6, 0.3, 0.28], [False, True, True], 0.5, 0.0) == [1, 2]
+    # "no results" only when nothing relevant exists.
+    assert ranking.calibrated_cut([0.4, 0.2], [False, False], 0.5, 0.0) == []
+
+
+def test_evidence_keyword_or_vector() -> None:
+    assert ranking.has_evidence(None, 0.5)
+    assert ranking.has_evidence(None, 0.1, covered_idf=3.0)  # one informative term of a long query
+    assert not ranking.has_evidence(None, 0.1, covered_idf=0.5)
+    assert ranking.has_evidence(0.45, 0.0)
+    assert not ranking.has_evidence(0.2, 0.0)
+    # A CJK query with the English-only model: its vectors are not evidence.
+    assert not ranking.has_evidence(0.6, 0.0, vectors_count=False)
+
+
+def test_memory_md_weight_is_a_bounded_boost() -> None:
+    # Reported: MEMORY.md "uses PostgreSQL" (base 0.348, x1.5 -> 0.522) beat the pgbouncer note (0.477).
+    memory_line = 0.522 / 1.5
+    assert memory_line + ranking.memory_boost(memory_line, 1.5) < 0.477
+    # It still orders a near-tie.
+    assert 0.46 + ranking.memory_boost(0.46, 1.5) > 0.47
+    assert ranking.memory_boost(0.9, 1.5) == ranking.MEMORY_BOOST_CAP
+    assert ranking.memory_boost(0.9, 0.5) == -ranking.MEMORY_BOOST_CAP
+    assert ranking.memory_boost(0.5, 1.0) == 0.0
+
+
+def test_scores_users_see_stay_in_unit_interval() -> None:
+    parts = _rank([_cand(1, "MEMORY.md", None, "alpha", 0.99)], memory_weight=100.0)
+    assert 0.0 <= parts["MEMORY.md"].score <= 1.0  # a hover once showed 1.148
+    assert ranking.bounded(1.148) == 1.0 and ranking.bounded(-0.1) == 0.0
+
+
+def test_mmr_keeps_the_newer_of_near_duplicates() -> None:
+    old = frozenset({"decision", "billing", "database", "cockroachdb", "will", "be"})
+    new = frozenset({"decision", "billing", "database", "postgresql", "will", "be"})
+    other = frozenset({"deploy", "staging", "failed"})
+    relevance = [0.60, 0.57, 0.50]
+    # Without ages (the reported bug): the newer version is pushed below the unrelated note.
+    assert ranking.mmr_order(relevance, [old, new, other], 0.7, 3) == [0, 2, 1]
+    # With ages: the newer version is picked first and the older one is what MMR pushes down.
+    order = ranking.mmr_order(relevance, [old, new, other], 0.7, 2, ages=[120.0, 10.0, 50.0])
+    assert order[0] == 1 and 1 in order
+    # Not nearly as relevant: no swap.
+    assert ranking.mmr_order([0.9, 0.3, 0.5], [old, new, other], 0.7, 1, ages=[120.0, 10.0, 50.0]) == [0]
+
+
+def test_newer_version_takes_the_place_of_the_one_it_updates() -> None:
+    text = "decision: the billing database will be postgres with row level security"
+    parts = _rank(
+        [
+            _cand(1, "memory/2026-06-01.md", date(2026, 6, 1), text, 0.60),
+            _cand(2, "memory/2026-11-12.md", date(2026, 11, 12), text + " final", 0.56),
+        ]
+    )
+    old, new = parts["memory/2026-06-01.md"], parts["memory/2026-11-12.md"]
+    assert old.superseded and old.reasons[0].startswith("superseded by memory/2026-11-12.md#L")
+    assert new.score > old.score
+    age = ranking.age_days(date(2026, 6, 1), TODAY)
+    assert new.score >= 0.60 * ranking.supersede_decay(age, 30, superseded=False, recent_query=False) - 1e-9
+    assert any("newer version of memory/2026-06-01.md" in r for r in new.reasons)

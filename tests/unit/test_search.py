@@ -76,7 +76,7 @@ def test_results_carry_parts_and_citation(services: Services) -> None:
         assert d["startLine"] <= d["endLine"]
         parts = d["parts"]
         assert set(parts) >= {"vector", "text", "bm25", "decay", "weight", "score", "mmrRank"}
-        assert parts["score"] == pytest.approx(parts["text"] * parts["decay"] * parts["weight"], abs=1e-3)
+        assert parts["score"] == pytest.approx(parts["text"] * parts["decay"] + parts["boost"], abs=1e-3)
     ranks = [h.parts.mmr_rank for h in outcome.results]
     assert ranks == list(range(1, len(ranks) + 1))
     # The cited lines are the lines of the snippet.
@@ -199,3 +199,65 @@ def test_the_automatic_cjk_weight_follows_the_embedding_settings(make_workspace)
     finally:
         default.close()
         custom.close()
+
+
+# -- issue 20: the calibrated cut-off, sessions below notes, explanations -------------------------
+ISSUE20_NOTES = {
+    "memory/2026-11-20.md": (
+        "# 2026-11-20\n\n## 部署\n\n- 和 Dana 一起排查了搜索服务的告警，日志量太大，需要调整采样率，下周评审需求文档。\n"
+        "- 上周账单服务部署失败：迁移脚本在配置加载前执行，已回滚。\n"
+    ),
+    **{
+        f"memory/2026-10-{d:02d}.md": f"# 2026-10-{d:02d}\n\n## 日志\n\n- 今天主要在写 Atlas 的单元测试，问题不多。\n"
+        for d in range(1, 9)
+    },
+    "memory/tools.md": "# Tooling\n\nFor the Atlas repo we settled on Ruff to both format and lint the code.\n",
+    "sessions/2026-11-29-chat.jsonl": (
+        '{"type": "session", "text": "", "seq": 0}\n'
+        '{"type": "user", "text": "which formatter and linter do I use for Atlas?", "seq": 1}\n'
+        '{"type": "assistant", "text": "I think you use Black and Flake8.", "seq": 2}\n'
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def issue20(tmp_path_factory: pytest.TempPathFactory, write_tree) -> Iterator[Services]:  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("issue20-ws")
+    write_tree(root, ISSUE20_NOTES)
+    s = build_services(root, provider="none")
+    s.memory.sync()
+    yield s
+    s.close()
+
+
+def test_default_cut_keeps_a_relevant_answer_under_the_old_min_score(issue20: Services) -> None:
+    outcome = issue20.memory.search("上周的部署问题是什么")
+    assert outcome.results, outcome.notes
+    top = outcome.results[0]
+    assert top.path == "memory/2026-11-20.md"
+    assert top.parts.score < 0.35, "premise: the old absolute min_score 0.35 would have hidden it"
+    assert top.parts.evidence
+    # An explicit minScore is still an absolute floor for that request.
+    assert issue20.memory.search("上周的部署问题是什么", min_score=0.35).results == []
+
+
+def test_sessions_rank_below_notes(issue20: Services) -> None:
+    outcome = issue20.memory.search("which formatter and linter do I use for Atlas")
+    paths = _paths(outcome)
+    assert paths[0] == "memory/tools.md"
+    assert "sessions/2026-11-29-chat.jsonl" in paths  # still there, below the notes
+    session = next(h for h in outcome.results if h.source == "sessions")
+    assert session.parts.score > outcome.results[0].parts.score, "premise: by score it would rank first"
+    assert "session transcript: ranked below notes" in session.parts.reasons
+    only = issue20.memory.search("which formatter and linter do I use for Atlas", sources=["sessions"])
+    assert _paths(only) == ["sessions/2026-11-29-chat.jsonl"]
+
+
+def test_scores_and_weights_are_explained(issue20: Services) -> None:
+    outcome = issue20.memory.search("Atlas 单元测试")
+    assert outcome.results
+    d = outcome.as_dict()
+    assert d["weights"]["text"] == 1.0 and d["weights"]["cut"].startswith("relative")
+    for hit in d["results"]:
+        assert 0.0 <= hit["score"] <= 1.0
+        assert {"boost", "evidence", "reasons"} <= set(hit["parts"])

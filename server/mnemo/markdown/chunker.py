@@ -1,7 +1,10 @@
 """Split a Markdown file into chunks for embedding and keyword search.
 
 The file is first cut into sections at ATX headings (``#`` to ``######`` outside fenced code): a heading
-line starts a new section and its first chunk, so every chunk has an exact heading path. A section that
+line starts a new section and its first chunk, so every chunk has an exact heading path. A section with no
+text of its own (a heading straight followed by another heading) is no chunk: its heading line opens the next
+section's first chunk, which carries that section's heading path (only a heading at the very end of a file
+stays a chunk of its own). A section that
 fits in ``target_tokens`` is one chunk. A larger one is cut into blocks that are never split: fenced
 code blocks (backticks or tildes, any length; an unclosed fence runs to the end of the file) and lines.
 Blocks are packed greedily; when the next block does not fit, the chunk ends at the best boundary that
@@ -29,7 +32,8 @@ from dataclasses import dataclass
 from mnemo.markdown.frontmatter import front_matter_end
 from mnemo.text.terms import CJK_CHARS
 
-CHUNKER_VERSION = "1"
+CHUNKER_VERSION = "2"
+"""2: a heading-only section opens the next section's chunk instead of being a chunk of its own."""
 
 FENCE_MAX_FACTOR = 8
 """A fenced block over this many times the target is split at lines after all."""
@@ -230,14 +234,17 @@ def chunk_markdown(
         elif head == "#":
             m = _HEADING_RE.match(line)
             if m is not None:
-                if blocks:
+                if blocks and any(b[3] != _HEADING for b in blocks):
                     chunker.section(blocks, heading_path)
+                    blocks = []
                 level = len(m.group(1))
                 while stack and stack[-1][0] >= level:
                     stack.pop()
                 stack.append((level, (m.group(2) or "").strip()))
                 heading_path = tuple(h for _, h in stack)
-                blocks = [(i, i, count_tokens(line), _HEADING, _PARAGRAPH)]
+                # A heading with nothing under it yet (``# On-call`` straight before ``## Primary``)
+                # is no chunk of its own: it opens the next section's first chunk.
+                blocks.append((i, i, count_tokens(line), _HEADING, _PARAGRAPH))
                 strength = _PARAGRAPH
                 i += 1
                 continue

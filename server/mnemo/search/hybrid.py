@@ -16,6 +16,7 @@ from mnemo.embeddings import Embedder
 from mnemo.index import fts
 from mnemo.index.postings import PostingsCache
 from mnemo.search import ranking
+from mnemo.search.select import select as select_hits
 from mnemo.text.terms import cjk_share, query_terms, token_set
 
 MEMORY_FILES = ("MEMORY.md", "memory.md")
@@ -32,6 +33,12 @@ class ScoreParts:
     mmr_rank: int = 0
     age_days: float | None = None
     superseded: bool = False
+    boost: float = 0.0
+    """What MEMORY.md's weight added (bounded by ``ranking.MEMORY_BOOST_CAP``)."""
+    evidence: bool = True
+    """Real keyword or vector evidence (hits without it are never returned by the calibrated cut)."""
+    reasons: list[str] = field(default_factory=list)
+    """Why the hit moved: superseded by / supersedes, similar to #n, boost, ranked below notes."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +51,9 @@ class ScoreParts:
             "mmrRank": self.mmr_rank,
             "ageDays": self.age_days,
             "superseded": self.superseded,
+            "boost": round(self.boost, 4),
+            "evidence": self.evidence,
+            "reasons": list(self.reasons),
         }
 
 
@@ -85,6 +95,8 @@ class SearchOutcome:
     model: str
     query: str
     notes: list[str] = field(default_factory=list)
+    weights: dict[str, Any] = field(default_factory=dict)
+    """The weights this search actually used (vector/text after the CJK rule, decay, MMR, cut-off)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +106,7 @@ class SearchOutcome:
             "model": self.model,
             "query": self.query,
             "notes": list(self.notes),
+            "weights": dict(self.weights),
         }
 
 
@@ -103,8 +116,16 @@ class _Candidate:
     vector: float | None = None
     bm25: float = 0.0
     text: float = 0.0
+    coverage: float = 0.0
+    covered_idf: float = 0.0
     row: tuple[Any, ...] = ()
     embedding: np.ndarray | None = None
+
+
+def _set_text(cand: _Candidate, bm25: float, covered: float, total: float) -> None:
+    cand.bm25, cand.text = bm25, ranking.text_score(bm25, covered, total)
+    cand.coverage = min(1.0, covered / total) if total > 0 else 0.0
+    cand.covered_idf = covered if bm25 > 0 else 0.0
 
 
 class _LazyTokens(dict[int, frozenset[str]]):
@@ -183,10 +204,7 @@ class HybridSearcher:
         s = self.settings
         text_search = postings.search if postings is not None else fts.search
         k = max_results or s.max_results
-        if min_score is not None:
-            floor = min_score
-        else:
-            floor = s.min_score if dims > 0 else s.keyword_min_score
+        floor = min_score if min_score is not None else (s.min_score if dims > 0 else s.keyword_min_score)
         today = today or date.today()
         n = min(200, k * 4)
         mode = "hybrid" if dims > 0 else "keyword"
@@ -209,7 +227,7 @@ class HybridSearcher:
         text_rows = text_search(con, terms, limit=n)
         for cid, bm25, covered, total in text_rows:
             cand = cands.setdefault(cid, _Candidate(cid))
-            cand.bm25, cand.text = bm25, ranking.text_score(bm25, covered, total)
+            _set_text(cand, bm25, covered, total)
         if not cands:
             return outcome
         ids = list(cands)
@@ -218,7 +236,7 @@ class HybridSearcher:
             for cid, bm25, covered, total in text_search(
                 con, terms, limit=n, only_ids=[i for i in ids if i not in text_ids]
             ):
-                cands[cid].bm25, cands[cid].text = bm25, ranking.text_score(bm25, covered, total)
+                _set_text(cands[cid], bm25, covered, total)
         select = "id, key, path, source, kind, day, start_line, end_line, heading, text"
         if dims > 0:
             select += ", embedding"
@@ -231,24 +249,47 @@ class HybridSearcher:
                 if cand.vector is None and qvec is not None:
                     cand.vector = ranking.vector_score(float(cand.embedding @ qvec))
         live = [c for c in cands.values() if c.row and (not sources or c.row[3] in sources)]
-        hits = self._rank(live, query, today, dims, self.vector_weight(query))
-        kept = [h for h in hits if h.parts.score >= floor]
-        if s.mmr and len(kept) > 1:
-            order = ranking.mmr_order(
-                [h.parts.score for h in kept], [token_set(h.snippet) for h in kept], s.mmr_lambda, k
-            )
-            kept = [kept[i] for i in order]
-        else:
-            kept = kept[:k]
-        for rank, hit in enumerate(kept, start=1):
-            hit.parts.mmr_rank = rank
-        outcome.results = kept
-        if not kept and hits:
-            outcome.notes.append(f"{len(hits)} candidate(s) scored below minScore {floor}")
+        vector_weight = self.vector_weight(query)
+        vectors_count = dims > 0 and not (self.english_only_vectors and cjk_share(query) >= CJK_QUERY_SHARE)
+        hits = self._rank(live, query, today, dims, vector_weight, vectors_count=vectors_count)
+        outcome.weights = self._weights(dims, vector_weight, vectors_count, min_score)
+        outcome.results = select_hits(hits, s, k, min_score=min_score, floor=floor)
+        if not outcome.results and hits:
+            if min_score is not None or any(h.parts.evidence for h in hits):
+                outcome.notes.append(f"{len(hits)} candidate(s) scored below minScore {floor}")
+            else:
+                outcome.notes.append(
+                    f"no relevant memory: {len(hits)} candidate(s), none shares enough keywords or meaning "
+                    f"with the query (best score {hits[0].parts.score:.3f})"
+                )
         return outcome
 
+    def _weights(
+        self, dims: int, vector_weight: float, vectors_count: bool, min_score: float | None
+    ) -> dict[str, Any]:
+        s = self.settings
+        total = vector_weight + s.text_weight
+        return {
+            "vector": round(vector_weight / total, 4) if dims > 0 and total > 0 else 0.0,
+            "text": round(s.text_weight / total, 4) if dims > 0 and total > 0 else 1.0,
+            "cjkVectorWeight": dims > 0 and vector_weight != s.vector_weight,
+            "vectorEvidence": vectors_count,
+            "decay": s.decay,
+            "halfLifeDays": s.half_life_days,
+            "mmr": s.mmr_lambda if s.mmr else None,
+            "memoryWeight": s.memory_weight,
+            "cut": "absolute" if min_score is not None else f"relative {s.relative_min_score}",
+        }
+
     def _rank(
-        self, cands: list[_Candidate], query: str, today: date, dims: int, vector_weight: float | None = None
+        self,
+        cands: list[_Candidate],
+        query: str,
+        today: date,
+        dims: int,
+        vector_weight: float | None = None,
+        *,
+        vectors_count: bool = True,
     ) -> list[SearchHit]:
         s = self.settings
         if vector_weight is None:
@@ -258,46 +299,79 @@ class HybridSearcher:
             c.chunk_id: ranking.combine(c.vector if dims > 0 else None, c.text, vector_weight, s.text_weight)
             for c in cands
         }
-        tokens = _LazyTokens({c.chunk_id: c.row[9] for c in cands})
-        hits: list[SearchHit] = []
+        supersedes = self._supersedes(cands, base) if s.decay == "supersede" else {}
+        by_id = {c.chunk_id: c for c in cands}
+        hits: dict[int, SearchHit] = {}
+        undemoted: dict[int, float] = {}
         for c in cands:
             cid, key, path, source, _kind, day, start, end, heading, text = c.row[:10]
             age = ranking.age_days(day, today)
-            superseded = False
+            newer = supersedes.get(cid)
+            reasons = [f"superseded by {_cite(by_id[newer])}"] if newer is not None else []
             if s.decay == "supersede":
-                superseded = age is not None and any(
-                    o.row[5] is not None
-                    and o.row[5] > day
-                    and base[o.chunk_id] >= ranking.SUPERSEDER_RELEVANCE * base[cid]
-                    and self._similar(c, o, tokens)
-                    for o in cands
-                    if o is not c
-                )
                 decay = ranking.supersede_decay(
-                    age, s.half_life_days, superseded=superseded, recent_query=recent
+                    age, s.half_life_days, superseded=newer is not None, recent_query=recent
                 )
             elif s.decay == "multiplicative":
                 decay = ranking.plain_decay(age, s.half_life_days)
             else:
                 decay = 1.0
             weight = s.memory_weight if path in MEMORY_FILES else 1.0
+            boost = ranking.memory_boost(base[cid] * decay, weight) if weight != 1.0 else 0.0
+            if boost:
+                reasons.append(f"MEMORY.md {boost:+.3f}")
+            if newer is not None:
+                undemoted[cid] = ranking.bounded(base[cid] * decay / ranking.SUPERSEDED_FACTOR + boost)
             parts = ScoreParts(
                 vector=c.vector if dims > 0 else None,
                 text=c.text,
                 bm25=c.bm25,
                 decay=decay,
                 weight=weight,
-                score=base[cid] * decay * weight,
+                score=ranking.bounded(base[cid] * decay + boost),
                 age_days=age,
-                superseded=superseded,
+                superseded=newer is not None,
+                boost=boost,
+                evidence=ranking.has_evidence(
+                    c.vector if dims > 0 else None, c.coverage, c.covered_idf, vectors_count=vectors_count
+                ),
+                reasons=reasons,
             )
             snippet = text if len(text) <= s.snippet_chars else text[: s.snippet_chars - 1] + "…"
-            hits.append(SearchHit(cid, key, path, source, start, end, heading, snippet, parts))
-        hits.sort(key=lambda h: h.parts.score, reverse=True)
-        return hits
+            hits[cid] = SearchHit(cid, key, path, source, start, end, heading, snippet, parts)
+        for old, new in supersedes.items():
+            # The newest version takes the place of the one it updates: at least the older one's score
+            # before it was demoted, so the update ranks first (and keeps the older one's evidence).
+            lifted, older = hits[new].parts, hits[old].parts
+            if lifted.score < undemoted[old]:
+                lifted.score = undemoted[old]
+                lifted.reasons.append(f"newer version of {_cite(by_id[old])}: takes its place")
+            lifted.evidence = lifted.evidence or older.evidence
+        ordered = sorted(hits.values(), key=lambda h: h.parts.score, reverse=True)
+        return ordered
+
+    def _supersedes(self, cands: list[_Candidate], base: dict[int, float]) -> dict[int, int]:
+        """chunk id of a dated memory -> chunk id of the newest similar, nearly as relevant, newer one."""
+        tokens = _LazyTokens({c.chunk_id: c.row[9] for c in cands})
+        dated = sorted((c for c in cands if c.row[5] is not None), key=lambda c: c.row[5], reverse=True)
+        out: dict[int, int] = {}
+        for i, c in enumerate(dated):
+            for o in dated[:i]:
+                if (
+                    o.row[5] > c.row[5]
+                    and base[o.chunk_id] >= ranking.SUPERSEDER_RELEVANCE * base[c.chunk_id]
+                    and self._similar(c, o, tokens)
+                ):
+                    out[c.chunk_id] = o.chunk_id
+                    break
+        return out
 
     @staticmethod
     def _similar(a: _Candidate, b: _Candidate, tokens: _LazyTokens) -> bool:
         if a.embedding is not None and b.embedding is not None:
             return float(a.embedding @ b.embedding) >= ranking.SUPERSEDE_SIMILARITY
         return ranking.jaccard(tokens[a.chunk_id], tokens[b.chunk_id]) >= 0.6
+
+
+def _cite(c: _Candidate) -> str:
+    return f"{c.row[2]}#L{c.row[6]}-L{c.row[7]}"

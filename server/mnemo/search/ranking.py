@@ -9,7 +9,12 @@
   unique match: age only nudges near-ties (at most ``TIE_WEIGHT``), a dated memory that a newer, similar
   memory supersedes is demoted, and queries that ask about recent events weigh age more (with a floor).
   ``multiplicative`` is the reference system's plain ``exp(-ln2/halfLife x age)``.
-- MMR: lambda x relevance - (1 - lambda) x max Jaccard token overlap with what is already chosen.
+- MMR: lambda x relevance - (1 - lambda) x max Jaccard token overlap with what is already chosen; of two
+  near-duplicates it keeps the newer (a dated note updates an older one), never drops the update.
+- MEMORY.md: a bounded boost (at most ``MEMORY_BOOST_CAP``) that orders near-ties and never beats a clearly
+  better match; every score a user sees is in [0, 1].
+- cut-off: calibrated, not absolute (:func:`calibrated_cut`): results within ``relative`` of the best hit
+  that has real keyword or vector evidence; "no results" only when no hit has any.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ TIE_WEIGHT = 0.05
 """Largest share of a score that age alone can take from a memory nobody supersedes."""
 SUPERSEDED_FACTOR = 0.75
 """Multiplier for a dated memory when a newer candidate says nearly the same thing."""
-SUPERSEDE_SIMILARITY = 0.85
+SUPERSEDE_SIMILARITY = 0.7
 """Cosine similarity (or token overlap without vectors) above which two memories say the same thing."""
 SUPERSEDER_RELEVANCE = 0.9
 """A newer memory supersedes an older one only if it answers the query nearly as well (same-template
@@ -109,17 +114,102 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return inter / (len(a) + len(b) - inter)
 
 
-def mmr_order(relevance: Sequence[float], tokens: Sequence[frozenset[str]], lam: float, k: int) -> list[int]:
-    """Indexes of up to ``k`` items chosen greedily by maximal marginal relevance."""
+NEAR_DUPLICATE = 0.5
+"""Jaccard token overlap at or above which MMR treats two chunks as versions of one memory."""
+
+
+def mmr_order(
+    relevance: Sequence[float],
+    tokens: Sequence[frozenset[str]],
+    lam: float,
+    k: int,
+    ages: Sequence[float | None] | None = None,
+) -> list[int]:
+    """Indexes of up to ``k`` items chosen greedily by maximal marginal relevance.
+
+    With ``ages`` (days since each item's note was written; None: undated), an item is never penalised for overlapping an *older*
+    chosen item: between near-duplicates the newer version stays in the list; and when the pick has an
+    unchosen newer near-duplicate nearly as relevant (``SUPERSEDER_RELEVANCE``), the newer is picked first.
+    """
     remaining = list(range(len(relevance)))
     chosen: list[int] = []
+
+    def newer(i: int, j: int) -> bool:
+        if ages is None:
+            return False
+        a, b = ages[i], ages[j]
+        return a is not None and b is not None and a < b
+
     while remaining and len(chosen) < k:
         best, best_value = remaining[0], -math.inf
         for i in remaining:
-            overlap = max((jaccard(tokens[i], tokens[j]) for j in chosen), default=0.0)
+            overlap = max((jaccard(tokens[i], tokens[j]) for j in chosen if not newer(i, j)), default=0.0)
             value = lam * relevance[i] - (1 - lam) * overlap
             if value > best_value:
                 best, best_value = i, value
+        if ages is not None:
+            updates = [
+                i
+                for i in remaining
+                if newer(i, best)
+                and relevance[i] >= SUPERSEDER_RELEVANCE * relevance[best]
+                and jaccard(tokens[i], tokens[best]) >= NEAR_DUPLICATE
+            ]
+            if updates:
+                best = min(updates, key=lambda i: (ages[i], -relevance[i]))
         chosen.append(best)
         remaining.remove(best)
     return chosen
+
+
+MEMORY_BOOST_CAP = 0.03
+"""Most that MEMORY.md's weight can add to (or take from) a score: enough to order near-ties, never enough
+to lift a loose evergreen line over a clearly better match."""
+
+
+def memory_boost(score: float, weight: float) -> float:
+    """What MEMORY.md's ``weight`` adds to ``score``: ``score x (weight - 1)``, bounded by the cap."""
+    return max(-MEMORY_BOOST_CAP, min(MEMORY_BOOST_CAP, score * (weight - 1.0)))
+
+
+def bounded(score: float) -> float:
+    return min(1.0, max(0.0, score))
+
+
+KEYWORD_EVIDENCE = 0.3
+"""Share of the query's IDF mass a chunk must cover for its keyword match to count as evidence."""
+VECTOR_EVIDENCE = 0.3
+"""Cosine similarity at or above which a vector match counts as evidence (all-MiniLM-L6-v2: unrelated
+sentences score about 0.0-0.2; a paraphrase of the note about 0.35-0.7)."""
+
+
+KEYWORD_EVIDENCE_IDF = 2.0
+"""Or: IDF mass at least this (a matched term rarer than about one chunk in six). Long queries, and CJK
+queries cut into many bigrams, rarely cover 30% of their weight even in the note that answers them."""
+
+
+def has_evidence(
+    vector: float | None, coverage: float, covered_idf: float = 0.0, *, vectors_count: bool = True
+) -> bool:
+    """Whether a hit is relevant at all: it covers enough of the query's keywords (a share of their
+    weight, or one informative term), or (when the model can read the query's language) its vector is
+    close enough."""
+    if coverage >= KEYWORD_EVIDENCE or covered_idf >= KEYWORD_EVIDENCE_IDF:
+        return True
+    return vectors_count and vector is not None and vector >= VECTOR_EVIDENCE
+
+
+def calibrated_cut(
+    scores: Sequence[float], evidence: Sequence[bool], relative: float, floor: float
+) -> list[int]:
+    """Indexes (in order) of the hits to keep from ``scores`` sorted best first.
+
+    Only hits with real evidence are kept; the anchor is the best of them (nothing is kept when none has
+    any). Kept: the anchor, and every other hit with evidence that scores at least ``relative`` x the
+    anchor's score and at least ``floor`` (an absolute minimum that never removes the anchor).
+    """
+    anchor = next((i for i, e in enumerate(evidence) if e), None)
+    if anchor is None:
+        return []
+    cut = max(relative * scores[anchor], floor)
+    return [i for i, s in enumerate(scores) if evidence[i] and (i == anchor or s >= cut)]

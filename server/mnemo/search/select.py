@@ -1,0 +1,86 @@
+"""Which ranked hits a search returns, and in what order: the cut-off, MMR and sources.
+
+- cut-off: an explicit ``min_score`` from the caller is an absolute floor (as requested); otherwise the
+  calibrated rule of :func:`mnemo.search.ranking.calibrated_cut` (relative to the best hit with real
+  evidence, the settings' ``min_score`` as a floor that never removes that hit).
+- MMR over the kept hits, keeping the newer of near-duplicates (:func:`mnemo.search.ranking.mmr_order`).
+- session transcripts (``sessions/*.jsonl``) after notes, unless the search asks only for them.
+
+Each hit that moved gets a reason (``similar to #2``, ``session transcript: ranked below notes``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mnemo.config import SearchSettings
+from mnemo.search import ranking
+from mnemo.text.terms import token_set
+
+if TYPE_CHECKING:
+    from mnemo.search.hybrid import SearchHit
+
+SESSIONS = "sessions"
+
+
+def cut(
+    hits: list[SearchHit], s: SearchSettings, *, min_score: float | None, floor: float
+) -> list[SearchHit]:
+    """``hits`` sorted best first -> the ones above the cut-off."""
+    if min_score is not None:
+        return [h for h in hits if h.parts.score >= min_score]
+    keep = ranking.calibrated_cut(
+        [h.parts.score for h in hits], [h.parts.evidence for h in hits], s.relative_min_score, floor
+    )
+    return [hits[i] for i in keep]
+
+
+def diversify(hits: list[SearchHit], s: SearchSettings, k: int) -> list[SearchHit]:
+    """Up to ``k`` of ``hits`` (sorted best first) in MMR order, with a reason on each hit MMR moved down."""
+    if not s.mmr or len(hits) < 2:
+        return hits[:k]
+    tokens = [token_set(h.snippet) for h in hits]
+    order = ranking.mmr_order(
+        [h.parts.score for h in hits], tokens, s.mmr_lambda, k, [h.parts.age_days for h in hits]
+    )
+    for rank, i in enumerate(order):
+        earlier = order[:rank]
+        if any(j > i for j in earlier):  # a lower-scored hit was placed above it
+            j = max(earlier, key=lambda j: ranking.jaccard(tokens[i], tokens[j]))
+            overlap = ranking.jaccard(tokens[i], tokens[j])
+            if overlap > 0:
+                hits[i].parts.reasons.append(f"similar to #{order.index(j) + 1} (overlap {overlap:.2f})")
+        else:
+            ages = [h.parts.age_days for h in hits]
+            older = [
+                j
+                for j in range(i)
+                if j not in earlier
+                and ages[i] is not None
+                and ages[j] is not None
+                and ages[i] < ages[j]  # type: ignore[operator]
+                and ranking.jaccard(tokens[i], tokens[j]) >= ranking.NEAR_DUPLICATE
+            ]
+            if older:
+                hits[i].parts.reasons.append(f"newer version of {hits[older[0]].citation}: picked first")
+    return [hits[i] for i in order]
+
+
+def select(
+    hits: list[SearchHit], s: SearchSettings, k: int, *, min_score: float | None, floor: float
+) -> list[SearchHit]:
+    notes = [h for h in hits if h.source != SESSIONS]
+    if s.sessions_below_notes and notes and len(notes) < len(hits):
+        # Each part is cut against its own best hit: a transcript that repeats the question word for word
+        # must not raise the bar for the notes that answer it.
+        chosen = diversify(cut(notes, s, min_score=min_score, floor=floor), s, k)
+        sessions = [h for h in hits if h.source == SESSIONS]
+        sessions = diversify(cut(sessions, s, min_score=min_score, floor=floor), s, k - len(chosen))
+        for h in sessions:
+            h.parts.reasons.append("session transcript: ranked below notes")
+        chosen += sessions
+    else:
+        chosen = diversify(cut(hits, s, min_score=min_score, floor=floor), s, k)
+    for rank, hit in enumerate(chosen, start=1):
+        hit.parts.mmr_rank = rank
+    return chosen
