@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import sys
 import time
@@ -15,11 +16,18 @@ from typing import Any
 from mnemo import __version__
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
-from mnemo.workspace.layout import WorkspacePathError
+from mnemo.limits import InvalidInput, check_line_range, check_max_results
+from mnemo.workspace.layout import (
+    WorkspaceNotFound,
+    WorkspacePathError,
+    find_workspace,
+    named_workspace,
+)
 
 EPILOG = """examples:
   mnemo init ~/notes                 create a memory workspace from the template
   mnemo index --workspace ~/notes    index it (the local model is converted on first use)
+  cd ~/notes/memory && mnemo status  commands find the workspace upward from the current folder
   mnemo search "what database did we pick" --explain
   mnemo get memory/2026-11-01.md --from 3 --lines 10
   mnemo serve                        LSP on stdio (what VS Code and Neovim start)
@@ -28,7 +36,12 @@ EPILOG = """examples:
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--workspace", "-w", type=Path, default=Path.cwd(), help="memory workspace (default: current folder)"
+        "--workspace",
+        "-w",
+        type=Path,
+        default=None,
+        help="memory workspace (default: the nearest folder at or above the current one that has "
+        "mnemo.toml, MEMORY.md or .mnemo/)",
     )
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)")
     p.add_argument("--log-file", type=Path, help="write logs to this file instead of stderr")
@@ -52,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="bring the index up to date (progress on stderr)")
     _add_common(p)
     p.add_argument("--full", action="store_true", help="rebuild from scratch instead of incrementally")
-    p.add_argument("--provider", choices=["local", "openai", "none"], help="override embedding.provider")
+    p.add_argument("--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider")
 
     p = sub.add_parser("search", help="hybrid search over memory")
     _add_common(p)
@@ -62,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as JSON (the memory_search shape)")
     p.add_argument("--explain", action="store_true", help="show each result's score parts")
     p.add_argument("--no-sync", action="store_true", help="do not update the index first")
-    p.add_argument("--provider", choices=["local", "openai", "none"], help="override embedding.provider")
+    p.add_argument("--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider")
 
     p = sub.add_parser("get", help="print lines of a memory file")
     _add_common(p)
@@ -74,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="index state, counts, model and problems")
     _add_common(p)
     p.add_argument("--json", action="store_true")
-    p.add_argument("--provider", choices=["local", "openai", "none"], help="override embedding.provider")
+    p.add_argument("--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider")
 
     p = sub.add_parser("serve", help="run the language server (stdio by default)")
     _add_common(p)
@@ -186,16 +199,20 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         from mnemo.lsp.server import serve
 
-        explicit = "--workspace" in sys.argv or "-w" in sys.argv
-        return serve(args.workspace.resolve() if explicit else None, ws=args.ws)
+        # Without --workspace the client says which folder it opened (initialize's root).
+        return serve(args.workspace.resolve() if args.workspace else None, ws=args.ws)
 
+    if args.command == "search":  # the core checks these too; here nothing is indexed or opened first
+        check_max_results(args.max_results)
+    if args.command == "get":
+        check_line_range(args.from_line, args.lines)
     services = build_services(args.workspace.resolve(), provider=getattr(args, "provider", None))
     for problem in services.problems:
         print(f"warning: {problem}", file=sys.stderr)
     memory = services.memory
     try:
         if args.command == "index":
-            report = memory.sync(full=args.full, progress=ProgressBar())
+            report = memory.sync(full=args.full, progress=ProgressBar(), replace="any")  # may rebuild
             print(
                 f"indexed {report.files_indexed} changed file(s) of {report.files_seen}, removed "
                 f"{report.files_removed}; embedded {report.chunks_embedded} chunk(s), reused "
@@ -206,7 +223,7 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "search":
             if not args.no_sync:
-                memory.sync(progress=ProgressBar())
+                memory.sync(progress=ProgressBar(), replace="none")  # a read never rebuilds
             outcome = memory.search(args.query, max_results=args.max_results, min_score=args.min_score)
             if args.json:
                 print(json.dumps(outcome.as_dict(), ensure_ascii=False, indent=2))
@@ -225,12 +242,27 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 for key in ("workspace", "index", "files", "chunks", "mode", "provider", "model", "dims"):
                     print(f"{key:10} {status[key]}")
+                for note in status.get("notes", []):  # e.g. built for another model
+                    print(f"note: {note}")
                 for problem in status["configProblems"]:
                     print(f"warning: {problem}")
             return 0
     finally:
         services.close()
     return 2
+
+
+def locate_workspace(args: argparse.Namespace) -> None:
+    """Set ``args.workspace``: the one named by --workspace, else the nearest one upward from the current
+    folder (as Git finds a repository). Raises WorkspaceNotFound: nothing is ever created in a folder that
+    is not a workspace. ``mnemo serve`` without --workspace takes its root from the client instead."""
+    if not hasattr(args, "workspace"):
+        return
+    if args.workspace is not None:
+        args.workspace = named_workspace(args.workspace)
+    elif args.command != "serve":
+        ceilings = os.environ.get("MNEMO_CEILING_DIRECTORIES", "")
+        args.workspace = find_workspace(Path.cwd(), [Path(c) for c in ceilings.split(os.pathsep) if c])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,9 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "init":
             return cmd_init(args)
+        locate_workspace(args)
         if hasattr(args, "run"):
             return int(args.run(args))
         return _run(args)
+    except (WorkspaceNotFound, InvalidInput) as exc:  # nothing was done: a usage error
+        print(f"mnemo: {exc}", file=sys.stderr)
+        return 2
     except (MnemoError, WorkspacePathError, EmbeddingError) as exc:
         print(f"mnemo: {exc}", file=sys.stderr)
         return 1

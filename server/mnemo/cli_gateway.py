@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -13,6 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+STOP_DEADLINE_S = 15.0
+"""Once asked to stop, the gateway ends within this long, whatever its worker threads are doing."""
 
 DESCRIPTION = """\
 Serve the workspace's agent and memory to chat channels: JSON-RPC 2.0 over a WebSocket at
@@ -26,6 +30,10 @@ on loopback only; a non-loopback --host is refused until a secret is configured.
 
 The editor's server and the gateway can run on one workspace at once: one of them writes the index,
 the other asks it. See docs/gateway.md.
+
+Stopping: SIGTERM, SIGINT and SIGHUP stop it cleanly (exit 0). When its stdin is a pipe or socket, it
+also stops when the other end closes it (the process that started it quit or died); with
+--exit-with-parent it stops when its parent process goes. Under systemd (stdin /dev/null) neither applies.
 """
 
 
@@ -43,6 +51,9 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
         "--check", action="store_true", help="print the effective settings and channel states, then exit"
     )
     p.add_argument("--no-sync", action="store_true", help="do not index the workspace at start")
+    p.add_argument(
+        "--exit-with-parent", action="store_true", help="stop when the process that started it goes away"
+    )
     p.set_defaults(run=run_gateway)
 
 
@@ -62,6 +73,7 @@ def run_gateway(args: argparse.Namespace) -> int:
     from mnemo.gateway.settings import load_gateway_settings
     from mnemo.services import build_services
 
+    parent = os.getppid() if args.exit_with_parent else None  # before the slow start-up: it may die meanwhile
     root = args.workspace.resolve()
     settings, problems = load_gateway_settings(root)
     for problem in problems:
@@ -105,7 +117,7 @@ def run_gateway(args: argparse.Namespace) -> int:
     stop = threading.Event()
     threading.Thread(target=_sync_loop, args=(shared, stop, 15.0), daemon=True).start()
     try:
-        return asyncio.run(_serve(gateway, host, args.port, token_file, writer))
+        return asyncio.run(_serve(gateway, host, args.port, token_file, writer, parent))
     finally:
         stop.set()
         services.close()
@@ -125,7 +137,24 @@ def _quiet_sync(shared: Any) -> None:
         log.warning("index sync failed: %s", exc)
 
 
-async def _serve(gateway: Any, host: str, port: int | None, token_file: Any, writer: bool) -> int:
+async def _serve(
+    gateway: Any, host: str, port: int | None, token_file: Any, writer: bool, parent: int | None
+) -> int:
+    from mnemo.lifeline import Lifeline, exit_by
+
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stopped.set)
+
+    def gone(reason: str) -> None:
+        print(f"mnemo gateway: {reason}", file=sys.stderr, flush=True)
+        loop.call_soon_threadsafe(stopped.set)
+
+    lifeline = Lifeline(gone, parent=parent)
+    if lifeline.watch_stdin_hangup() or parent is not None:
+        lifeline.start()
     bound = await gateway.start(host, port)
     print(f"mnemo gateway on ws://{host}:{bound}/rpc (workspace {gateway.root})", file=sys.stderr, flush=True)
     if token_file:
@@ -135,12 +164,9 @@ async def _serve(gateway: Any, host: str, port: int | None, token_file: Any, wri
         file=sys.stderr,
         flush=True,
     )
-    stopped = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stopped.set)
     await stopped.wait()
+    lifeline.stop()
+    exit_by(STOP_DEADLINE_S)  # a chat turn on a worker thread must not keep a stopped gateway alive
     print("mnemo gateway: stopping", file=sys.stderr, flush=True)
     await gateway.stop()
     return 0

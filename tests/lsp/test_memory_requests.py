@@ -105,3 +105,29 @@ async def test_hybrid_search_with_the_real_local_model(model_client: LanguageCli
     top = result.results[0]
     assert "PostgreSQL" in top.snippet, "a paraphrase with no shared keyword must be found by its meaning"
     assert top.parts.vector > 0.2
+
+
+async def test_bounds_answer_invalid_params_and_long_queries_are_cut(keyword_client: LanguageClient) -> None:
+    await wait_ready(keyword_client)
+    bad_gets = [{"lines": -3}, {"lines": 0}, {"from": 0}, {"from": 10**12}, {"from": 1, "lines": 10**12}]
+    for extra in bad_gets:
+        with pytest.raises(Exception) as info:
+            await keyword_client.protocol.send_request_async(
+                "mnemo/memoryGet", {"path": "MEMORY.md", **extra}
+            )
+        message = str(info.value)
+        assert getattr(info.value, "code", None) == -32602, (type(info.value), message)  # InvalidParams
+        assert "'lines'" in message or "'from'" in message, message
+    for bad in (0, -1, 201):
+        with pytest.raises(Exception) as info:
+            await keyword_client.protocol.send_request_async(
+                "mnemo/memorySearch", {"query": "PostgreSQL", "maxResults": bad}
+            )
+        assert "maxResults" in str(info.value)
+    query = "PostgreSQL billing " + "x" * 119_000  # the report: a 119 KB query ran for 34 s
+    started = asyncio.get_running_loop().time()
+    result = await keyword_client.protocol.send_request_async("mnemo/memorySearch", {"query": query})
+    assert asyncio.get_running_loop().time() - started < 15
+    assert len(result.query) == 4096
+    assert any("cut to its first 4096 of 119019 characters" in note for note in result.notes), result.notes
+    assert result.results and result.results[0].path in ("MEMORY.md", "memory/2026-11-02.md")

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.workspace.layout import FileKind, Workspace, WorkspacePathError
+from mnemo.workspace.layout import (
+    FileKind,
+    Workspace,
+    WorkspaceNotFound,
+    WorkspacePathError,
+    find_workspace,
+    named_workspace,
+)
 
 
 @pytest.fixture
@@ -178,3 +185,56 @@ def test_relative_and_uri(tmp_path: Path) -> None:
     assert ws.rel_from_uri(uri) == "memory/a b.md"
     assert ws.rel_from_uri("untitled:Untitled-1") is None
     assert ws.relative(tmp_path.parent / "elsewhere.md") is None
+
+
+# -- discovery ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("marker", ["mnemo.toml", "MEMORY.md", ".mnemo/"])
+def test_find_workspace_walks_up_to_a_marker(tmp_path: Path, marker: str) -> None:
+    root = tmp_path / "notes"
+    deep = root / "memory" / "projects" / "q4"
+    deep.mkdir(parents=True)
+    if marker.endswith("/"):
+        (root / marker).mkdir()
+    else:
+        (root / marker).write_text("", encoding="utf-8")
+    assert find_workspace(deep, [tmp_path]) == root.resolve()
+    assert find_workspace(root, [tmp_path]) == root.resolve()
+
+
+def test_find_workspace_takes_the_nearest_and_ignores_lookalikes(tmp_path: Path) -> None:
+    outer, inner = tmp_path / "outer", tmp_path / "outer" / "inner"
+    (inner / "sub").mkdir(parents=True)
+    (outer / "MEMORY.md").write_text("# outer\n", encoding="utf-8")
+    (inner / "mnemo.toml").write_text("", encoding="utf-8")
+    assert find_workspace(inner / "sub", [tmp_path]) == inner.resolve()
+    # A folder named MEMORY.md or a file named .mnemo marks nothing.
+    lookalike = tmp_path / "lookalike"
+    (lookalike / "MEMORY.md").mkdir(parents=True)
+    (lookalike / ".mnemo").mkdir()
+    (lookalike / ".mnemo").rmdir()
+    (lookalike / ".mnemo").write_text("", encoding="utf-8")
+    with pytest.raises(WorkspaceNotFound):
+        find_workspace(lookalike, [tmp_path])
+
+
+def test_no_workspace_says_how_to_make_one_and_creates_nothing(tmp_path: Path) -> None:
+    empty = tmp_path / "empty" / "deeper"
+    empty.mkdir(parents=True)
+    with pytest.raises(WorkspaceNotFound) as info:
+        find_workspace(empty, [tmp_path])
+    assert "mnemo init PATH" in str(info.value) and str(empty.resolve()) in str(info.value)
+    assert list((tmp_path / "empty").rglob("*")) == [empty]
+    # The ceiling itself is not looked at (as GIT_CEILING_DIRECTORIES).
+    (tmp_path / "MEMORY.md").write_text("", encoding="utf-8")
+    with pytest.raises(WorkspaceNotFound):
+        find_workspace(empty, [tmp_path])
+    assert find_workspace(empty, [tmp_path.parent]) == tmp_path.resolve()
+
+
+def test_named_workspace_must_exist(tmp_path: Path) -> None:
+    assert named_workspace(tmp_path) == tmp_path.resolve()  # named: used as it is, marker or not
+    with pytest.raises(WorkspaceNotFound, match="mnemo init"):
+        named_workspace(tmp_path / "missing")
+    assert not (tmp_path / "missing").exists()

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from mnemo import __version__
+from mnemo.lifeline import Lifeline, exit_soon
 
 if TYPE_CHECKING:
     from mnemo.services import Services
@@ -61,6 +63,11 @@ class MnemoLanguageServer(LanguageServer):
         """Called on the event loop with a document's URI after it is opened, changed or saved."""
         self.index_listeners: list[Callable[[], None]] = []
         """Called on the event loop after each background index sync (successful or not)."""
+        self.shutdown_requested = False
+        self.lifeline = Lifeline(self.client_gone)
+        """Ends the server when the editor goes away without ``exit`` (see :mod:`mnemo.lifeline`)."""
+        self._gone = threading.Event()
+        self._close_lock = threading.Lock()
 
     # -- services -------------------------------------------------------------------------------
     def start_services(self, root: Path) -> Services:
@@ -94,9 +101,28 @@ class MnemoLanguageServer(LanguageServer):
 
     def close_services(self) -> None:
         self.index_cancel.set()
-        if self.services is not None:
-            self.services.close()
-            self.services = None
+        with self._close_lock:  # the exit thread and the main thread may both get here
+            if self.services is not None:
+                self.services.close()
+                self.services = None
+
+    def client_gone(self, reason: str, code: int = 0) -> None:
+        """The client has quit, closed stdin or died: stop work, close the index, end the process.
+
+        Worker threads (indexing, embedding, a chat turn) cannot be interrupted and the interpreter
+        would wait for them at exit, so the process ends within :data:`~mnemo.lifeline.EXIT_GRACE_S`
+        whatever they are doing."""
+        if self._gone.is_set():
+            return
+        self._gone.set()
+        log.info("mnemo serve: %s; exiting", reason)
+        self.lifeline.stop()
+        self.index_cancel.set()
+        services = self.services
+        if services is not None:  # nobody is left to answer: waiting tools get a denial now
+            for request in services.approvals.pending():
+                services.approvals.resolve(request.id, "deny", by="client gone")
+        exit_soon(self.close_services, code)
 
 
 def create_server(workspace: Path | None = None) -> MnemoLanguageServer:
@@ -115,17 +141,40 @@ def parse_host_port(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class EofReader:
+    """The client's stream (stdin) for pygls, reporting its end: the editor closed the pipe or died."""
+
+    def __init__(self, stream: BinaryIO, on_eof: Callable[[], None]) -> None:
+        self.stream = stream
+        self.on_eof = on_eof
+
+    def readline(self) -> bytes:
+        return self._seen(self.stream.readline())
+
+    def read(self, n: int) -> bytes:
+        return self._seen(self.stream.read(n))
+
+    def _seen(self, data: bytes) -> bytes:
+        if not data:
+            self.on_eof()
+        return data
+
+
 def serve(workspace: Path | None, ws: str | None = None) -> int:
+    """Serve until the client goes: ``exit``, stdin closed, parent or client process gone."""
+    address = parse_host_port(ws) if ws else None
+    if address and address[0] not in ("127.0.0.1", "localhost", "::1"):
+        log.error("refusing to serve LSP on non-loopback address %s: it has no authentication", address[0])
+        return 2
     server = create_server(workspace)
+    server.lifeline.start()
     try:
-        if ws:
-            host, port = parse_host_port(ws)
-            if host not in ("127.0.0.1", "localhost", "::1"):
-                log.error("refusing to serve LSP on non-loopback address %s: it has no authentication", host)
-                return 2
-            server.start_ws(host, port)
+        if address:
+            server.start_ws(*address)
         else:
-            server.start_io()
+            stdin = EofReader(sys.stdin.buffer, lambda: server.client_gone("stdin closed"))
+            server.start_io(stdin=stdin)  # type: ignore[arg-type]
     finally:
+        server.client_gone("the connection ended")
         server.close_services()
     return 0

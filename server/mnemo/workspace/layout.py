@@ -19,6 +19,8 @@ from datetime import date
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
+from mnemo.errors import MnemoError
+
 
 class FileKind(StrEnum):
     EVERGREEN = "evergreen"
@@ -30,6 +32,45 @@ class FileKind(StrEnum):
 
 class WorkspacePathError(ValueError):
     """A path that is not a memory file inside the workspace (escape, symlink out, wrong type)."""
+
+
+class WorkspaceNotFound(MnemoError):
+    """No workspace where a command looked for one (the CLI exits 2 and says how to make one)."""
+
+
+WORKSPACE_FILES = ("mnemo.toml", "MEMORY.md", "memory.md")
+WORKSPACE_DIR = ".mnemo"
+"""A folder holding one of these files, or a ``.mnemo/`` folder, is a workspace."""
+
+
+def is_workspace(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in WORKSPACE_FILES) or (folder / WORKSPACE_DIR).is_dir()
+
+
+def find_workspace(start: Path, ceilings: Sequence[Path] = ()) -> Path:
+    """The nearest workspace at or above ``start``, as Git finds a repository; raises when there is none.
+
+    The walk stops below any of ``ceilings`` (as GIT_CEILING_DIRECTORIES: a ceiling itself is not looked at).
+    """
+    here = start.resolve()
+    stops = {c.resolve() for c in ceilings}
+    for folder in (here, *here.parents):
+        if folder in stops:
+            break
+        if is_workspace(folder):
+            return folder
+    raise WorkspaceNotFound(
+        f"no mnemo workspace in {here} or any folder above it (a workspace has mnemo.toml, MEMORY.md "
+        "or .mnemo/); make one with `mnemo init PATH`, or name one with --workspace PATH"
+    )
+
+
+def named_workspace(path: Path) -> Path:
+    """A workspace given by name (``--workspace``): used as it is, but it must be an existing folder."""
+    resolved = path.expanduser().resolve()
+    if not resolved.is_dir():
+        raise WorkspaceNotFound(f"{path}: no such folder; make a workspace there with `mnemo init {path}`")
+    return resolved
 
 
 _DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-([^/]+))?\.md$")

@@ -36,14 +36,21 @@ def _root_from(params: types.InitializeParams, server: MnemoLanguageServer) -> P
     return Path.cwd()
 
 
+def _supports_progress(server: MnemoLanguageServer) -> bool:
+    """``window.workDoneProgress`` in the client's capabilities (LSP: no create request without it)."""
+    window = server.client_capabilities.window
+    return bool(window and window.work_done_progress)
+
+
 async def index_in_background(server: MnemoLanguageServer, *, full: bool = False) -> None:
     """Sync the index on a worker thread, reporting work-done progress; typing never waits on it."""
     memory = server.core.memory
     token = f"mnemo-index-{uuid.uuid4()}"
     progress = server.work_done_progress
+    has_progress = _supports_progress(server)  # else the create request would wait for an answer forever
     try:
-        await progress.create_async(token)
-        has_progress = True
+        if has_progress:
+            await progress.create_async(token)
     except Exception:  # the client does not support server-initiated progress
         has_progress = False
     if has_progress:
@@ -89,6 +96,7 @@ def register(server: MnemoLanguageServer) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls: MnemoLanguageServer, params: types.InitializeParams) -> None:
         ls.root = _root_from(params, ls).resolve()
+        ls.lifeline.watch_client(params.process_id)  # the editor, when it is not our direct parent
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: MnemoLanguageServer, params: types.InitializedParams) -> None:
@@ -103,10 +111,16 @@ def register(server: MnemoLanguageServer) -> None:
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: MnemoLanguageServer, params: None) -> None:
+        ls.shutdown_requested = True
         ls.index_cancel.set()
         if ls.services is not None:  # nobody is left to answer: waiting tools get a denial now
             for request in ls.services.approvals.pending():
                 ls.services.approvals.resolve(request.id, "deny", by="shutdown")
+
+    @server.feature(types.EXIT)
+    def exit_(ls: MnemoLanguageServer, params: None) -> None:
+        # pygls then ends the event loop, which would wait for a running index job: end within a deadline.
+        ls.client_gone("the client sent exit", 0 if ls.shutdown_requested else 1)
 
     @server.feature(protocol.STATUS)
     async def status(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
+from mnemo.limits import InvalidInput
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
 from mnemo.workspace.layout import WorkspacePathError
+
+
+def _get_params(params: Any) -> Any:
+    """pygls turns custom params into namedtuples with ``rename=True``, so the keyword ``from`` arrives as
+    ``_N`` (its position) and would be ignored: give it its name back."""
+    raw = protocol.to_plain(params)
+    if isinstance(raw, dict) and "from" not in raw:
+        renamed = [key for key in raw if re.fullmatch(r"_\d+", key)]
+        if len(renamed) == 1:
+            raw["from"] = raw.pop(renamed[0])
+    return raw
 
 
 def register(server: MnemoLanguageServer) -> None:
@@ -26,16 +39,18 @@ def register(server: MnemoLanguageServer) -> None:
                 min_score=p.min_score,
                 sources=p.sources,
             )
+        except InvalidInput as exc:  # a bound the core checks (maxResults)
+            raise JsonRpcInvalidParams(str(exc)) from exc
         except (MnemoError, EmbeddingError) as exc:
             raise protocol.RequestFailed(str(exc)) from exc
         return outcome.as_dict()
 
     @server.feature(protocol.MEMORY_GET)
     async def memory_get(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
-        p = protocol.GetParams.parse(params)
+        p = protocol.GetParams.parse(_get_params(params))
         try:
             return await asyncio.to_thread(ls.core.memory.get, p.path, p.from_line, p.lines)
-        except WorkspacePathError as exc:
+        except (WorkspacePathError, InvalidInput) as exc:
             raise JsonRpcInvalidParams(str(exc)) from exc
         except OSError as exc:
             raise protocol.RequestFailed(f"{p.path}: {exc.strerror or exc}") from exc
