@@ -45,6 +45,14 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
     add_common(q)
     q.add_argument("--json", action="store_true")
     q.set_defaults(run=cmd_audit_verify)
+    q = audit_sub.add_parser(
+        "restart",
+        help="start a new log after a deleted, replaced or unverifiable one (the old log and its "
+        "recorded tail are kept aside, and the new log's first entry says so)",
+    )
+    add_common(q)
+    q.add_argument("--reason", default="restarted by the user", help="recorded in the new log's first entry")
+    q.set_defaults(run=cmd_audit_restart)
     q = audit_sub.add_parser("show", help="print the last entries")
     add_common(q)
     q.add_argument("-n", type=int, default=20, help="number of entries (default 20)")
@@ -114,6 +122,16 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
         for problem in report.problems:
             print(f"  {problem}")
     return 0 if report.ok else 1
+
+
+def cmd_audit_restart(args: argparse.Namespace) -> int:
+    audit = _audit(args)
+    entry = audit.restart(args.reason)
+    kept = entry["data"]["kept"]
+    for what, where in kept.items():
+        print(f"kept the old {what} as {where}")
+    print(f"new audit log started: {audit.path} (seq {entry['seq']}, records the previous tail)")
+    return 0
 
 
 def cmd_audit_show(args: argparse.Namespace) -> int:

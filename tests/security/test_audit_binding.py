@@ -131,3 +131,39 @@ def test_deleted_log_fails_and_is_not_silently_restarted(tmp_path: Path, data_ho
         log.append("decision", {})
     code, out = verify(tmp_path / "ws")
     assert code == 1 and "missing but entries were written" in out, out
+
+
+def test_restart_after_a_deleted_log_is_explicit_and_keeps_the_record(tmp_path: Path, data_home: Path) -> None:
+    root = tmp_path / "ws"
+    log = audited(root, data_home, 3)
+    shutil.rmtree(root / ".mnemo")  # e.g. a user clearing the cache folder
+    with pytest.raises(AuditLogRefused, match="mnemo audit restart"):
+        log.append("decision", {})
+    done = subprocess.run(
+        [sys.executable, "-m", "mnemo", "audit", "restart", "-w", str(root), "--reason", "cleared .mnemo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kept the old anchor" in done.stdout
+    code, out = verify(root)
+    assert code == 0 and "audit log OK: 1 entries" in out, out
+    first = json.loads(log.path.read_bytes().splitlines()[0])
+    assert first["kind"] == "log_restarted"
+    assert first["data"]["previous_tail"]["seq"] == 2  # seq 0..2 lost, and the new log says so
+    assert first["data"]["reason"] == "cleared .mnemo"
+    log.append("decision", {})  # appending works again
+    assert verify(root)[0] == 0
+
+
+def test_restart_keeps_a_replaced_log_aside(tmp_path: Path, data_home: Path) -> None:
+    root = tmp_path / "ws"
+    log = audited(root, data_home, 2)
+    before = log.path.read_bytes()
+    log.path.write_bytes(before.replace(b":", b": ", 1))  # tampered
+    log.restart("tampered log found")
+    kept = list((root / ".mnemo").glob("audit-*.retired.jsonl"))
+    assert len(kept) == 1 and kept[0].read_bytes() != b""
+    assert verify(root)[0] == 0

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-Kind = Literal["tool_call", "decision", "approval", "policy_change", "risk"]
-KINDS: tuple[str, ...] = ("tool_call", "decision", "approval", "policy_change", "risk")
+Kind = Literal["tool_call", "decision", "approval", "policy_change", "risk", "log_restarted"]
+KINDS: tuple[str, ...] = ("tool_call", "decision", "approval", "policy_change", "risk", "log_restarted")
 GENESIS = "0" * 64
 _LOCK = threading.Lock()
 _SUFFIX = re.compile(rb',"hash":"([0-9a-f]{64})","hmac":"([0-9a-f]{64})"\}\Z')
@@ -209,8 +209,32 @@ class AuditLog:
         return entry
 
     def _refusal(self, what: str, anchor: Anchor | None) -> str:
-        fix = f"; to start a new log, move it away and remove {self.head_path}" if anchor is not None else ""
-        return f"the audit log {self.path} {what}: run `mnemo audit verify`{fix}"
+        return (
+            f"the audit log {self.path} {what}: run `mnemo audit verify`; to start a new log (the old one "
+            "and its recorded tail are kept), run `mnemo audit restart`"
+        )
+
+    def restart(self, reason: str) -> dict[str, Any]:
+        """Start a new log on the user's explicit request: the current log (whatever it is, a symlink
+        included) and its anchor are renamed aside, never deleted, and the new log's first entry
+        (``log_restarted``) records the previous recorded tail and where the old files went."""
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        try:
+            anchor = self.read_anchor()
+        except ValueError:
+            anchor = None
+        kept: dict[str, str] = {}
+        with _LOCK:
+            if os.path.lexists(self.path):
+                aside = self.path.with_name(f"{self.path.stem}-{stamp}.retired{self.path.suffix}")
+                os.rename(self.path, aside)
+                kept["log"] = str(aside)
+            if os.path.lexists(self.head_path):
+                aside = self.head_path.with_name(f"{self.head_path.name}.retired-{stamp}")
+                os.rename(self.head_path, aside)
+                kept["anchor"] = str(aside)
+        previous = {"seq": anchor.seq, "hash": anchor.hash} if anchor is not None else None
+        return self.append("log_restarted", {"reason": reason, "previous_tail": previous, "kept": kept})
 
     def _append_locked(
         self, fd: int, anchor: Anchor | None, kind: Kind, data: dict[str, Any]
