@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -20,8 +20,10 @@ import pyarrow as pa
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
 from mnemo.errors import IndexBusy, IndexUnavailable, MnemoError
-from mnemo.index.indexer import Indexer, Progress, SyncReport
+from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
+from mnemo.index.repair import BROKEN_DATABASE
 from mnemo.index.store import ChunkStore
+from mnemo.limits import check_line_range, check_max_results, cut_query
 from mnemo.retrievals import RetrievalLog
 from mnemo.search.hybrid import HybridSearcher, SearchOutcome
 from mnemo.workspace.layout import Workspace, WorkspacePathError
@@ -34,6 +36,8 @@ PENDING_WAIT_S = 2.0
 """How long a search waits for the writer to apply pending edits before answering with a note."""
 RETRIEVAL_FLUSH_DELAY_S = 0.5
 """Search results are written to the retrievals table this long after a search, off its path."""
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -80,12 +84,28 @@ class MemoryService:
         """Bumped after every write to the index (sync, edits, retrieval statistics): caches key on it."""
         self.retrievals = RetrievalLog()
         """Search results waiting for the writer (recorded in the index's ``retrievals`` table)."""
+        self._recoveries = 0
+        """Repairs after DuckDB internal errors (calls that failed on one database repair it once)."""
 
     # -- indexing -------------------------------------------------------------------------------
     def sync(
-        self, *, full: bool = False, progress: Progress | None = None, cancel: threading.Event | None = None
+        self,
+        *,
+        full: bool = False,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+        replace: Replace = "chunker",
     ) -> SyncReport:
-        """Bring the index up to date with the disk (a full rebuild when needed or asked for)."""
+        """Bring the index up to date with the disk (a full rebuild when needed or asked for).
+
+        An index built for another provider or model is replaced only with ``replace="any"`` (what
+        ``mnemo index`` asks) or ``full``; one built with another chunker but the same model also by
+        default (the server's syncs); ``replace="none"`` leaves any as it is (a read's sync)."""
+        return self._recovering(lambda: self._sync(full, progress, cancel, replace))
+
+    def _sync(
+        self, full: bool, progress: Progress | None, cancel: threading.Event | None, replace: Replace
+    ) -> SyncReport:
 
         def track(done: int, total: int, current: str) -> None:
             self.index_state.done, self.index_state.total, self.index_state.current = done, total, current
@@ -95,10 +115,10 @@ class MemoryService:
         with self._write_lock:
             self.index_state.state = "indexing"
             try:
-                if self.indexer.store is None and not full:
-                    self.indexer.open()  # an existing index: no rebuild, no statistics to carry
-                saved = self._saved_retrievals(full)
-                report = self.indexer.sync(full=full, progress=track, cancel=cancel)
+                if self.indexer.store is None:
+                    self.indexer.open()  # the existing index (repaired if need be), whatever its model
+                saved = self._saved_retrievals(full or self.indexer.foreign)
+                report = self.indexer.sync(full=full, progress=track, cancel=cancel, replace=replace)
                 if report.rebuilt:
                     self._restore_retrievals(saved)
             except duckdb.IOException as exc:
@@ -116,7 +136,7 @@ class MemoryService:
                 if memory_file is not None:
                     self.indexer.index_text(memory_file, text)
             self.index_state.state = "ready"
-            self.index_state.message = ""
+            self.index_state.message = self.indexer.mismatch_note() or ""
             self.index_state.last_report = report
             self.index_state.problems = report.problems
             self.retrievals.flush(self.indexer.store)
@@ -153,6 +173,9 @@ class MemoryService:
 
     def apply_pending(self, timeout_s: float = -1) -> bool:
         """Index queued buffers now. False when the writer stayed busy past ``timeout_s``."""
+        return self._recovering(lambda: self._apply_pending(timeout_s))
+
+    def _apply_pending(self, timeout_s: float) -> bool:
         if not self._write_lock.acquire(timeout=timeout_s):
             return False
         try:
@@ -197,7 +220,27 @@ class MemoryService:
         sources: Sequence[str] | None = None,
         today: date | None = None,
     ) -> SearchOutcome:
-        notes: list[str] = []
+        max_results = check_max_results(max_results)
+        query, cut = cut_query(query, self.settings.search.max_query_chars)
+        notes: list[str] = [cut] if cut else []
+        return self._recovering(
+            lambda: self._search(
+                query, notes, max_results=max_results, min_score=min_score, sources=sources, today=today
+            )
+        )
+
+    def _search(
+        self,
+        query: str,
+        checked_notes: Sequence[str],
+        *,
+        max_results: int | None,
+        min_score: float | None,
+        sources: Sequence[str] | None,
+        today: date | None,
+    ) -> SearchOutcome:
+        """The index part of :meth:`search` (its arguments already checked)."""
+        notes = list(checked_notes)  # a retry after a repair starts again from these
         if self.has_pending() and not self.apply_pending(timeout_s=PENDING_WAIT_S):
             notes.append("the index is busy; edits from the last moments may be missing")
         self.ensure_open()
@@ -213,12 +256,13 @@ class MemoryService:
                     )
                     + "; run `mnemo index` or wait for the server to finish indexing"
                 )
+            dims, mismatch = self.indexer.vector_dims(), self.indexer.mismatch_note()
             con = store.reader()
             try:
                 outcome = self.searcher.search(
                     con,
                     query,
-                    dims=store.identity.dims,
+                    dims=dims,
                     max_results=max_results,
                     min_score=min_score,
                     sources=sources,
@@ -228,10 +272,46 @@ class MemoryService:
             finally:
                 con.close()
         outcome.notes.extend(notes)
-        if store.identity.dims == 0:
+        if mismatch:  # an index built for another model: searched as it is, never rebuilt by a read
+            outcome.notes.append(mismatch)
+        elif store.identity.dims == 0:
             outcome.notes.append("keyword-only mode: no embedding provider (embedding.provider = none)")
         self._record(outcome)
         return outcome
+
+    # -- surviving DuckDB internal errors -----------------------------------------------------------
+    def _recovering(self, call: Callable[[], T]) -> T:
+        """Run ``call``; when DuckDB invalidates the database under it (an internal error such as
+        "Failed to add to the HNSW index: Duplicate keys"), repair the index and run it once more.
+        A second failure is answered with a clear error; the process never dies of it."""
+        seen = self._recoveries
+        try:
+            return call()
+        except BROKEN_DATABASE as exc:
+            self._recover(seen, exc)
+        seen = self._recoveries
+        try:
+            return call()
+        except BROKEN_DATABASE as exc:
+            self._recover(seen, exc)
+            raise IndexUnavailable(
+                f"the index failed with an internal DuckDB error ({str(exc).splitlines()[0]}) and was "
+                "repaired; try again, or rebuild it with `mnemo index --full`"
+            ) from exc
+
+    def _recover(self, seen: int, exc: BaseException) -> None:
+        """Close the invalidated database, rewrite the index from its rows and reopen it (once for
+        all the calls that failed on the same database)."""
+        with self._write_lock:
+            if self._recoveries != seen:
+                return  # another call repaired it already
+            self._recoveries += 1
+            log.error("DuckDB reported an internal error; repairing the index: %s", exc)
+            self.indexer.recover()
+            self.generation += 1
+            with self._pending_lock:  # edits a failed write had taken are applied again
+                for rel, text in self._buffers.items():
+                    self._pending.setdefault(rel, text)
 
     # -- retrieval statistics ---------------------------------------------------------------------
     def _record(self, outcome: SearchOutcome) -> None:
@@ -245,6 +325,9 @@ class MemoryService:
 
     def flush_retrievals(self, timeout_s: float = 1.0) -> bool:
         """Write queued retrieval statistics now (hovers and lenses call this before reading them)."""
+        return self._recovering(lambda: self._flush_retrievals(timeout_s))
+
+    def _flush_retrievals(self, timeout_s: float) -> bool:
         if not self.retrievals.pending():
             return True
         if not self._write_lock.acquire(timeout=timeout_s):
@@ -298,6 +381,7 @@ class MemoryService:
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
         """Read lines of a memory file (the unsaved buffer when the editor has one)."""
+        from_line, lines = check_line_range(from_line, lines)
         resolved, memory_file = self.workspace.resolve_memory_path(path)
         text = self._buffers.get(memory_file.path)
         if text is None:
@@ -320,6 +404,10 @@ class MemoryService:
         }
 
     def status(self) -> dict[str, Any]:
+        """State, counts, model and problems; ``notes`` says when the index was built for another model."""
+        return self._recovering(self._status)
+
+    def _status(self) -> dict[str, Any]:
         counts = {"files": 0, "chunks": 0}
         state = self.index_state
         file_problems = list(state.problems)
@@ -338,6 +426,9 @@ class MemoryService:
                 finally:
                     reader.close()
                 counts = {"files": int(row[0]), "chunks": int(row[1])} if row else counts
+            wanted = self.embedder.provider != "none"  # (dims could load the model)
+            vectors = self.indexer.vector_dims() > 0 if store is not None else wanted
+            mismatch = self.indexer.mismatch_note()
         provider = self.settings.embedding.provider
         return {
             "workspace": str(self.workspace.root),
@@ -349,7 +440,8 @@ class MemoryService:
             "provider": provider,
             "model": store.identity.model if store is not None else "",
             "dims": store.identity.dims if store is not None else 0,
-            "mode": "keyword" if provider == "none" else "hybrid",
+            "mode": "hybrid" if vectors else "keyword",
+            "notes": [mismatch] if mismatch else [],
             "configProblems": [str(p) for p in self.config_problems],
             "fileProblems": [{"path": p, "problem": m} for p, m in file_problems],
         }

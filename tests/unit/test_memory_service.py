@@ -114,3 +114,46 @@ def test_status_fields(sample_workspace: Path, services_factory) -> None:  # typ
     assert st["progress"]["total"] == 6
     assert len(st["configProblems"]) == 1 and "search.max_results" in st["configProblems"][0]
     assert [p["path"] for p in st["fileProblems"]] == ["memory/bad.md"]
+
+
+def test_index_of_another_model_is_read_not_written(  # type: ignore[no-untyped-def]
+    sample_workspace: Path, hash_embedder, consistent
+) -> None:
+    """A service whose embedder differs from the index's (a flag, a setting) searches it keyword-only,
+    says so in search and status, never writes to it; `replace="any"` rebuilds and applies the buffers."""
+    from mnemo.config import load_settings
+    from mnemo.embeddings import NoneEmbedder
+    from mnemo.memory_service import MemoryService
+    from mnemo.workspace.layout import Workspace
+
+    def service(embedder):  # type: ignore[no-untyped-def]
+        settings, problems = load_settings(sample_workspace)
+        ws = Workspace(sample_workspace, ignore=[*settings.index.ignore, settings.index.dir])
+        return MemoryService(ws, settings, embedder, problems)
+
+    built = service(hash_embedder())
+    built.sync()
+    built.close()
+    memory = service(NoneEmbedder())
+    try:
+        (sample_workspace / "memory" / "gardening.md").write_text(
+            "# Gardening\n\nquince jelly\n", encoding="utf-8"
+        )
+        report = memory.sync()  # the server's default sync: another model is not replaced
+        assert not report.rebuilt and report.files_stale == 1
+        store = memory.indexer.store
+        rows = consistent(store.con)
+        memory.schedule_buffer("MEMORY.md", "# Memory\n\n- wombat facts\n", delay_s=3600)
+        outcome = memory.search("PostgreSQL")
+        note = "index built with fake/hash-v1; searching keyword-only; run `mnemo index` to rebuild for none"
+        assert outcome.mode == "keyword" and outcome.results[0].path == "MEMORY.md" and note in outcome.notes
+        assert memory.search("wombat").results == []  # the buffer waits for the rebuild
+        assert consistent(store.con) == rows and store.identity.provider == "fake"
+        status = memory.status()
+        assert (status["mode"], status["model"], status["notes"]) == ("keyword", "hash-v1", [note])
+        assert memory.sync(replace="any").rebuilt
+        assert memory.search("wombat").results[0].path == "MEMORY.md"
+        assert memory.search("quince").results[0].path == "memory/gardening.md"
+        assert memory.status()["notes"] == []
+    finally:
+        memory.close()

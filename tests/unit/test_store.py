@@ -13,6 +13,7 @@ import pytest
 
 from mnemo.config import load_settings
 from mnemo.index.indexer import INDEX_FILE
+from mnemo.index.opening import read_identity
 from mnemo.index.store import ChunkStore, IndexIdentity
 from mnemo.memory_service import MemoryService
 from mnemo.workspace.layout import Workspace
@@ -47,7 +48,7 @@ def test_corrupt_index_is_rebuilt(sample_workspace: Path, services_factory, cons
         path.write_bytes(data[: len(data) // 3])
     else:
         path.write_bytes(b"\0" * 8192 + data[8192:])
-    assert ChunkStore.read_identity(path) is None
+    assert read_identity(path) is None
 
     s2 = services_factory(sample_workspace)
     report = s2.memory.sync()
@@ -69,43 +70,55 @@ def test_open_existing_index_without_rebuild(sample_workspace: Path, services_fa
     _check_search(s2.memory)
 
 
-def test_other_model_or_dims_forces_rebuild(sample_workspace: Path, hash_embedder, consistent) -> None:  # type: ignore[no-untyped-def]
+def test_other_model_or_dims_is_replaced_only_when_asked(  # type: ignore[no-untyped-def]
+    sample_workspace: Path, hash_embedder, consistent
+) -> None:
     first = _service(sample_workspace, hash_embedder(dims=16, model="hash-v1"))
     assert first.sync().rebuilt
     first.close()
     path = _index_path(sample_workspace)
-    assert ChunkStore.read_identity(path) == IndexIdentity(
-        "fake", "hash-v1", 16, first.indexer.identity().chunker
-    )
+    assert read_identity(path) == IndexIdentity("fake", "hash-v1", 16, first.indexer.identity().chunker)
 
     same = _service(sample_workspace, hash_embedder(dims=16, model="hash-v1"))
     assert not same.sync().rebuilt
     same.close()
 
+    previous = "hash-v1"
     for embedder in (hash_embedder(dims=16, model="hash-v2"), hash_embedder(dims=24, model="hash-v3")):
         other = _service(sample_workspace, embedder)
-        report = other.sync()
+        report = other.sync()  # a plain sync (a read's, a server's) never replaces it
+        assert not report.rebuilt and report.chunks_embedded == 0
+        assert other.indexer.store.identity.model == previous
+        outcome = other.search("PostgreSQL")
+        assert outcome.mode == "keyword" and outcome.results[0].path == "MEMORY.md"
+        assert any("run `mnemo index` to rebuild for fake/" in n for n in outcome.notes)
+        report = other.sync(replace="any")  # what `mnemo index` asks
         assert report.rebuilt
         assert report.chunks_embedded > 0
         assert other.indexer.store.identity.dims == embedder.dims
         consistent(other.indexer.store.con)
         _check_search(other)
         other.close()
+        previous = embedder.model
 
     # Back to no vectors at all.
     keyword = _service(sample_workspace, __import__("mnemo.embeddings").embeddings.NoneEmbedder())
-    assert keyword.sync().rebuilt
+    assert keyword.sync(replace="any").rebuilt
     _check_search(keyword)
     keyword.close()
 
 
-def test_other_chunker_settings_force_rebuild(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
+def test_other_chunker_settings_rebuild_on_a_write_sync_only(  # type: ignore[no-untyped-def]
+    sample_workspace: Path, services_factory
+) -> None:
     s = services_factory(sample_workspace)
     s.memory.sync()
     s.close()
     (sample_workspace / "mnemo.toml").write_text("[chunking]\ntarget_tokens = 64\n", encoding="utf-8")
     s2 = services_factory(sample_workspace)
-    assert s2.memory.sync().rebuilt
+    assert not s2.memory.sync(replace="none").rebuilt  # `mnemo search`: searched as it is
+    assert any("other chunking settings" in n for n in s2.memory.search("PostgreSQL").notes)
+    assert s2.memory.sync().rebuilt  # the server's sync: same model, so the chunker change is applied
     assert s2.memory.indexer.store.identity.chunker.split("/")[2] == "64"
     _check_search(s2.memory)
 
@@ -132,7 +145,7 @@ def test_incomplete_index_is_not_used(sample_workspace: Path, services_factory) 
     idx.mkdir()
     store = ChunkStore.create(_index_path(sample_workspace), IndexIdentity("none", "none", 0, "x"))
     store.close()
-    assert ChunkStore.read_identity(_index_path(sample_workspace)) is None
+    assert read_identity(_index_path(sample_workspace)) is None
     s = services_factory(sample_workspace)
     assert s.memory.sync().rebuilt
     _check_search(s.memory)
@@ -214,3 +227,49 @@ def test_killed_mid_index_recovers(make_workspace, services_factory, consistent,
     assert s.memory.search("PostgreSQL").results[0].path == "MEMORY.md"
     assert md_hashes(root) == before
     assert not building.exists()
+
+
+def test_reads_never_rebuild_and_switching_back_costs_nothing(  # type: ignore[no-untyped-def]
+    sample_workspace: Path, hash_embedder, consistent, capsys
+) -> None:
+    """`mnemo search --provider none` over an index built with vectors searches it keyword-only with a
+    note; `mnemo index --provider none` replaces it; going back to the first model re-embeds nothing."""
+    from mnemo.cli import main
+
+    built = _service(sample_workspace, hash_embedder())
+    report = built.sync()
+    total = report.chunks_embedded
+    assert report.rebuilt and total > 0
+    built.close()
+    path = _index_path(sample_workspace)
+    fake = read_identity(path)
+    assert fake is not None and fake.provider == "fake"
+
+    assert main(["search", "--provider", "none", "-w", str(sample_workspace), "PostgreSQL"]) == 0
+    out = capsys.readouterr().out
+    assert "MEMORY.md" in out
+    assert (
+        "note: index built with fake/hash-v1; searching keyword-only; run `mnemo index` to rebuild for none"
+        in out
+    )
+    assert main(["status", "--provider", "none", "-w", str(sample_workspace)]) == 0
+    assert "run `mnemo index` to rebuild for none" in capsys.readouterr().out
+    assert read_identity(path) == fake  # the read left it as it was: every vector kept
+
+    assert main(["index", "--provider", "none", "-w", str(sample_workspace)]) == 0
+    assert "(full rebuild)" in capsys.readouterr().out
+    assert read_identity(path).provider == "none"
+
+    back = _service(sample_workspace, hash_embedder())
+    try:
+        assert not back.sync().rebuilt  # a plain sync leaves the keyword index alone
+        assert "rebuild for fake/hash-v1" in back.search("PostgreSQL").notes[-1]
+        embedder = back.indexer.embedder
+        report = back.sync(replace="any")
+        assert report.rebuilt
+        assert (report.chunks_embedded, report.chunks_reused) == (0, total)
+        assert embedder.embedded == []  # not one text went through the model
+        consistent(back.indexer.store.con)
+        assert back.search("PostgreSQL").mode == "hybrid"
+    finally:
+        back.close()

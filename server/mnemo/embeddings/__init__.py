@@ -1,4 +1,5 @@
-"""Text embeddings for mnemo: local llama.cpp (default), an OpenAI-compatible endpoint, or none.
+"""Text embeddings for mnemo: local llama.cpp (default), multilingual USE-m3 (numpy), an OpenAI-compatible
+endpoint, or none.
 
 >>> from mnemo.config import EmbeddingSettings
 >>> embedder = build_embedder(EmbeddingSettings(provider="none"))

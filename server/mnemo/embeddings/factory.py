@@ -79,4 +79,8 @@ def build_embedder(settings: EmbeddingSettings, cache_dir: Path | None = None) -
             models_dir=default_cache_dir(cache_dir) / "models",
             batch_size=settings.batch_size,
         )
+    if settings.provider == "use-m3":
+        from .use_m3 import UseM3Embedder
+
+        return UseM3Embedder(threads=settings.threads, batch_size=max(settings.batch_size, 1))
     raise EmbeddingError(f"embedding.provider: unknown provider {settings.provider!r}")

@@ -13,7 +13,6 @@ import ctypes
 import importlib.util
 import io
 import logging
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mnemo import filehash
+from mnemo import filehash, native_probe
 
 from .base import EmbeddingError, FloatArray, embed_windowed
 from .gguf_convert import DEFAULT_CONTEXT, DEFAULT_MODEL_NAME, ensure_default_gguf
@@ -58,10 +57,10 @@ def _install_quiet_logging() -> None:
 
 
 def default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """llama.cpp threads when the setting is 0: the idle cores now, at least one (see :mod:`.threads`)."""
+    from .threads import default_threads as idle_core_threads
+
+    return idle_core_threads()
 
 
 def gguf_context_length(path: Path) -> int:
@@ -146,13 +145,14 @@ class LocalEmbedder:
             )
             llm: Any = None
             errors: list[str] = []
+            extra = self._extra_buffer_types(path)
             for flash_attn in (True, False):
                 # verbose=True on purpose: verbose=False makes llama-cpp-python dup2 fds 1 and 2 onto
                 # /dev/null while loading, which would swallow LSP messages other threads write to stdout.
                 # Its C logging goes to our callback; its Python prints to stderr are caught here.
                 captured = io.StringIO()
                 try:
-                    with contextlib.redirect_stderr(captured):
+                    with contextlib.redirect_stderr(captured), native_probe.model_params(extra):
                         llm = llama_cpp.Llama(
                             model_path=str(path),
                             embedding=True,
@@ -189,6 +189,14 @@ class LocalEmbedder:
             self._llm = llm
             log.info("loaded embedding model %s (%d dims, %d tokens)", path.name, self._dims, self._n_ctx)
             return llm
+
+    def _extra_buffer_types(self, path: Path) -> bool:
+        """Whether llama.cpp may repack this model for the CPU's fastest kernels: probed once per machine
+        and model in a child process, so a CPU that faults on them cannot take this process down."""
+        try:
+            return native_probe.extra_buffer_types(path, self._resolve()[1], "embed", self._models_dir)
+        except native_probe.NativeModelError as exc:
+            raise EmbeddingError(f"{exc} (embedding.provider = 'openai' or 'none' works without it)") from exc
 
     # -- Embedder -----------------------------------------------------------------------------
 

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
+from mnemo.citations import get_args
 from mnemo.errors import MnemoError
-from mnemo.limits import InvalidInput, check_line_range, check_max_results
+from mnemo.limits import InvalidInput, check_max_results
 
 from .auth import AuthError, Challenge, RateLimited, lower_role, role_allows
 from .channels.webchat import webchat_message
@@ -230,10 +231,10 @@ class RpcFront:
 
     async def memory_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         try:
-            start, lines = check_line_range(params.get("from"), params.get("lines"))
+            path, start, lines = get_args(_text(params, "path"), params.get("from"), params.get("lines"))
         except InvalidInput as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
-        return await self.gateway.memory_get(_text(params, "path"), start, lines, user=conn.principal)
+        return await self.gateway.memory_get(path, start, lines, user=conn.principal)
 
     # -- sessions and admin -------------------------------------------------------------------------
     async def sessions_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:

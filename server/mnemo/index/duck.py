@@ -63,8 +63,11 @@ def extension_path(name: str) -> Path:
     return candidates[0]
 
 
-def connect(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open a database with fts and vss loaded offline; autoinstall is off so nothing is fetched."""
+def connect(path: Path | str, *, read_only: bool = False, vss: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open a database with fts and vss loaded offline; autoinstall is off so nothing is fetched.
+
+    ``vss=False`` leaves an HNSW index unbound (never loaded): how a damaged one is read around
+    (see :mod:`mnemo.index.repair`)."""
     con = duckdb.connect(
         str(path),
         read_only=read_only,
@@ -76,8 +79,10 @@ def connect(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConn
     )
     try:
         for name in _EXTENSIONS:
-            con.execute(f"LOAD '{extension_path(name)}'")
-        con.execute("SET hnsw_enable_experimental_persistence = true")
+            if name != "vss" or vss:
+                con.execute(f"LOAD '{extension_path(name)}'")
+        if vss:
+            con.execute("SET hnsw_enable_experimental_persistence = true")
     except Exception:
         con.close()
         raise

@@ -1,9 +1,21 @@
 """Indexer: keeps the DuckDB index in step with the workspace, re-embedding only changed chunks.
 
-One Indexer is the single writer of an index. A full build (no index yet, a damaged one, another
-model, schema or chunker) goes into ``index.duckdb.building`` and is swapped in when complete, so
-readers never see a half-built generation and a process killed mid-build leaves the old index intact.
-Incremental updates commit one file per transaction: a crash leaves every file either old or new.
+One Indexer is the single writer of an index. A full build (no index yet, an unreadable one, another
+schema; another model or chunker only when asked with ``replace``) goes into ``index.duckdb.building``
+and is swapped in when complete, so readers never see a half-built generation and a process killed
+mid-build leaves the old index intact. Incremental updates commit one file per transaction: a crash
+leaves every file either old or new.
+
+**Reads never rebuild.** An index built with another provider, model or chunker is opened as it is
+(*foreign*): it is searched keyword-only when its vectors are of another model, it is not written to,
+and :meth:`Indexer.mismatch_note` says which command rebuilds it. What replaces it (``replace``):
+
+- ``"any"``: whatever it was built with (``mnemo index``; also ``full=True``);
+- ``"chunker"`` (default: the editor's server, the gateway): only another chunker with the same model
+  (after an upgrade or a [chunking] change: its vectors stay in the embedding cache);
+- ``"none"``: nothing (``mnemo search``, a read).
+
+A rebuild carries the embedding cache of every model seen, so switching back costs nothing.
 """
 
 from __future__ import annotations
@@ -14,12 +26,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
+import duckdb
 import numpy as np
 
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
-from mnemo.errors import SearchCancelled
+from mnemo.errors import IndexBusy, SearchCancelled
+from mnemo.index import opening, repair
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.markdown.chunker import CHUNKER_VERSION, Chunk, chunk_markdown
@@ -34,6 +49,9 @@ Progress = Callable[[int, int, str], None]
 
 INDEX_FILE = "index.duckdb"
 
+Replace = Literal["none", "chunker", "any"]
+"""Which foreign index a sync replaces (see the module's docstring)."""
+
 
 @dataclass
 class SyncReport:
@@ -44,6 +62,8 @@ class SyncReport:
     chunks_reused: int = 0
     rebuilt: bool = False
     seconds: float = 0.0
+    files_stale: int = 0
+    """Files changed on disk but not indexed: the open index was built for another model or chunker."""
     problems: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -82,18 +102,79 @@ class Indexer:
             provider=self.embedder.provider,
             model=self.embedder.model,
             dims=self.embedder.dims,
-            chunker=f"{CHUNKER_VERSION}/{TERMS_VERSION}/{self.chunking.target_tokens}/{self.chunking.overlap}",
+            chunker=self._chunker(),
         )
 
+    def _chunker(self) -> str:
+        return f"{CHUNKER_VERSION}/{TERMS_VERSION}/{self.chunking.target_tokens}/{self.chunking.overlap}"
+
     def open(self) -> bool:
-        """Open the existing index when it is compatible. False means a full build is needed."""
-        wanted = self.identity()
-        store = ChunkStore.open_compatible(self.path, wanted)
-        if store is not None:
-            self.store = store
-            self.opened.set()
-            return True
-        return False
+        """Open the existing index, whatever it was built with (see :attr:`foreign`), repairing crash
+        damage first. False means there is none usable and a full build is needed."""
+        try:
+            store = opening.open_existing(self.path)
+        except duckdb.IOException as exc:
+            if not repair.is_lock_error(exc):
+                raise
+            raise IndexBusy(
+                f"the index {self.path} is in use by another mnemo process (an editor's server?); "
+                "stop it or use that process"
+            ) from exc
+        if store is None:
+            return False
+        self.store = store
+        self.opened.set()
+        return True
+
+    @property
+    def foreign(self) -> bool:
+        """The open index was built with another provider, model, dims or chunker: read-only here."""
+        if self.store is None:
+            return False
+        return not self.same_model() or self.store.identity.chunker != self._chunker()
+
+    def same_model(self) -> bool:
+        """The open index was built with this embedder's provider, model and dims."""
+        have = self.store.identity if self.store is not None else None
+        return (  # in this order: ``dims`` may load the model, so it is asked last
+            have is not None
+            and have.provider == self.embedder.provider
+            and have.model == self.embedder.model
+            and have.dims == self.embedder.dims
+        )
+
+    def vector_dims(self) -> int:
+        """Dims to search with: the index's when its vectors are of this embedder's model, else 0."""
+        return self.store.identity.dims if self.store is not None and self.same_model() else 0
+
+    def mismatch_note(self) -> str | None:
+        """Why the open index is read as it is, and the command that rebuilds it (None: it matches)."""
+        if not self.foreign or self.store is None:
+            return None
+        have, want = self.store.identity, self.identity()
+        if not self.same_model():
+            return (
+                f"index built with {_describe(have)}; searching keyword-only; "
+                f"run `mnemo index` to rebuild for {_describe(want)}"
+            )
+        return (
+            "index built with other chunking settings; edits are not indexed until `mnemo index` rebuilds it"
+        )
+
+    def recover(self) -> None:
+        """After DuckDB invalidated the open database (an internal error): close it without writing,
+        rewrite the file from its rows (:func:`mnemo.index.opening.salvage`) and reopen it. No index is
+        open afterwards only when its rows could not be read (the next sync rebuilds it)."""
+        with self.swap_lock:
+            old, self.store = self.store, None
+            self.opened.clear()
+            if old is not None:
+                old.close(checkpoint=False)
+            try:
+                opening.salvage(self.path, "DuckDB reported an internal error")
+            except (duckdb.Error, OSError) as exc:
+                log.error("index %s could not be repaired: %s", self.path, exc)
+            self.open()
 
     def close(self) -> None:
         with self.swap_lock:
@@ -103,19 +184,43 @@ class Indexer:
 
     # -- syncing ------------------------------------------------------------------------------
     def sync(
-        self, *, full: bool = False, progress: Progress | None = None, cancel: threading.Event | None = None
+        self,
+        *,
+        full: bool = False,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+        replace: Replace = "chunker",
     ) -> SyncReport:
-        """Bring the index up to date with the files on disk."""
+        """Bring the index up to date with the files on disk. An index built for another model or
+        chunker is rebuilt only as ``replace`` allows (or with ``full``); otherwise it is left as it is
+        and ``files_stale`` counts the changes it misses."""
         started = time.perf_counter()
         report = SyncReport()
-        if self.store is None and not full and self.open():
-            pass
-        if full or self.store is None:
+        if self.store is None:
+            self.open()  # also before a full build: its cache is carried, a busy file is refused
+        if full or self.store is None or self._replaces(replace):
             self._rebuild(report, progress, cancel)
+        elif self.foreign:
+            report.files_stale = self._count_stale(self.store)
         else:
             self._sync_into(self.store, report, progress, cancel, live=True)
         report.seconds = time.perf_counter() - started
         return report
+
+    def _replaces(self, replace: Replace) -> bool:
+        if not self.foreign or replace == "none":
+            return False
+        return replace == "any" or self.same_model()
+
+    def _count_stale(self, store: ChunkStore) -> int:
+        """Files added, changed or removed on disk since ``store`` indexed them (a stat each)."""
+        known = store.file_states()
+        on_disk = list(self.workspace.scan())
+        stale = len(set(known) - {memory_file.path for memory_file, _ in on_disk})
+        for memory_file, stat in on_disk:
+            state = known.get(memory_file.path)
+            stale += state is None or (state[1], state[2]) != (stat.st_mtime, stat.st_size)
+        return stale
 
     def _rebuild(self, report: SyncReport, progress: Progress | None, cancel: threading.Event | None) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -187,15 +292,21 @@ class Indexer:
             progress(len(on_disk), len(on_disk), "")
 
     def index_text(self, memory_file: MemoryFile, text: str) -> SyncReport:
-        """Index an editor buffer's unsaved text for ``memory_file`` (the buffer wins over the disk)."""
+        """Index an editor buffer's unsaved text for ``memory_file`` (the buffer wins over the disk).
+        Nothing is written to a foreign index (the buffer is indexed after its rebuild)."""
         assert self.store is not None, "index is not open"
         report = SyncReport(files_seen=1)
+        if self.foreign:
+            report.files_stale = 1
+            return report
         source = decode_memory_bytes(text.encode("utf-8"), memory_file.kind)
         self._index_source(self.store, memory_file, source, -1.0, len(text), report, live=True)
         return report
 
     def remove(self, rel_path: str) -> None:
         assert self.store is not None, "index is not open"
+        if self.foreign:
+            return
         with self.store.transaction():
             self.store.delete_file(rel_path)
 
@@ -293,6 +404,7 @@ class Indexer:
             with self.embed_lock:
                 fresh[digest] = self.embedder.embed([text])[0]
         report.chunks_embedded += len(fresh)
+        report.chunks_reused += len(chunks) - sum(d in fresh for d in digests)  # vectors from the cache
         if fresh:
             with store.transaction():
                 store.cache_embeddings(fresh)
@@ -301,3 +413,7 @@ class Indexer:
         for i, digest in enumerate(digests):
             out[i] = cached[digest]
         return out
+
+
+def _describe(identity: IndexIdentity) -> str:
+    return "none" if identity.provider == "none" else f"{identity.provider}/{identity.model}"

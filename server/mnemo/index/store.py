@@ -1,7 +1,9 @@
 """ChunkStore: one DuckDB file per workspace holding files, chunks, vectors, BM25 tables and caches.
 
-The index is a cache of the Markdown. A missing or corrupt file, an older schema, another embedding
-model or another chunker means a rebuild into a new file that is swapped in atomically.
+The index is a cache of the Markdown. A missing or unreadable file or an older schema means a rebuild
+into a new file that is swapped in atomically; another embedding model or chunker means one only when
+``mnemo index`` asks (see :class:`mnemo.index.indexer.Indexer`). Crash damage is repaired on open
+without losing rows (:mod:`mnemo.index.repair`). The embedding cache keeps every model's vectors.
 
 BM25 uses DuckDB's fts extension: ``create_fts_index`` builds its tables (dict, docs, terms, stats) for
 a full index; an incremental edit updates those same tables in the edit's transaction, so an edit is
@@ -22,7 +24,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from mnemo.index import fts
+from mnemo.index import fts, repair
 from mnemo.index.duck import connect
 from mnemo.index.postings import PostingsCache
 
@@ -33,7 +35,8 @@ SCHEMA_VERSION = "3"
 
 @dataclass(frozen=True)
 class IndexIdentity:
-    """What the index was built with; any difference forces a rebuild."""
+    """What the index was built with. Another identity is searched as it is (keyword-only when the
+    vectors are of another model) and replaced only by an explicit rebuild (``mnemo index``)."""
 
     provider: str
     model: str
@@ -111,6 +114,15 @@ def _rows_table(rows: Sequence[tuple[object, ...]], columns: Sequence[tuple[str,
     return pa.table({name: pa.array(list(v), kind) for (name, kind), v in zip(columns, values, strict=True)})
 
 
+def replace_file(built: Path, final_path: Path) -> None:
+    """Rename a closed, checkpointed index file over ``final_path``. The old file's log goes first:
+    DuckDB replays a log onto whatever file it finds it next to. Killed in between, the old file is
+    left at its last checkpoint (consistent; the next sync re-reads the files changed since)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(repair.wal_path(final_path))
+    os.replace(built, final_path)
+
+
 class ChunkStore:
     """The single writer's view of the index file. Readers take cursors from :meth:`reader`."""
 
@@ -126,55 +138,11 @@ class ChunkStore:
         self._staged_vectors: list[np.ndarray] = []
         self._staged_files: list[tuple[object, ...]] = []
 
-    # -- opening ------------------------------------------------------------------------------
-    @staticmethod
-    def _connect_identity(path: Path) -> tuple[duckdb.DuckDBPyConnection, IndexIdentity] | None:
-        """An open connection to an existing index and its identity; None (closed) when missing, corrupt,
-        incomplete or of another schema."""
-        if not path.exists():
-            return None
-        try:
-            con = connect(path)
-        except (duckdb.Error, OSError) as exc:
-            log.warning("index %s cannot be opened (%s); it will be rebuilt", path, exc)
-            return None
-        try:
-            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-            con.execute("SELECT count(*) FROM chunks").fetchone()
-        except duckdb.Error as exc:
-            log.warning("index %s is damaged (%s); it will be rebuilt", path, exc)
-            con.close()
-            return None
-        if meta.get("schema_version") != SCHEMA_VERSION or meta.get("complete") != "1":
-            con.close()
-            return None
-        return con, IndexIdentity(meta["provider"], meta["model"], int(meta["dims"]), meta["chunker"])
-
-    @staticmethod
-    def read_identity(path: Path) -> IndexIdentity | None:
-        """The identity stored in an existing index, or None when missing, corrupt or of another schema."""
-        found = ChunkStore._connect_identity(path)
-        if found is None:
-            return None
-        found[0].close()
-        return found[1]
-
-    @classmethod
-    def open_compatible(cls, path: Path, wanted: IndexIdentity) -> ChunkStore | None:
-        """The existing index when it was built with ``wanted`` (one connection), else None."""
-        found = cls._connect_identity(path)
-        if found is None:
-            return None
-        con, identity = found
-        if identity != wanted:
-            con.close()
-            return None
-        return cls(path, con, identity)
-
+    # -- creating (opening an existing file: mnemo.index.opening) ------------------------------
     @classmethod
     def create(cls, path: Path, identity: IndexIdentity) -> ChunkStore:
         """A new, empty index at ``path`` (a building file; see :meth:`finish_indexes` and :meth:`swap_into`)."""
-        for stale in (path, path.with_name(path.name + ".wal")):
+        for stale in (path, repair.wal_path(path)):
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
         con = connect(path)
@@ -185,35 +153,35 @@ class ChunkStore:
         return cls(path, con, identity)
 
     def import_embedding_cache(self, old_path: Path) -> int:
-        """Carry the embedding cache over from a previous index file, when it can still be read."""
+        """Carry the embedding cache (every model's) over from a previous index file, when it can still
+        be read (never loading its HNSW index)."""
         if not old_path.exists():
             return 0
         try:
-            self.con.execute(f"ATTACH '{old_path}' AS previous (READ_ONLY)")
+            saved = repair.read_rows(old_path)
         except duckdb.Error as exc:
             log.info("previous index unreadable, its embedding cache is lost: %s", exc)
             return 0
+        if saved is None or "embedding_cache" not in saved.tables:
+            return 0
         try:
-            self.con.execute(
-                "INSERT INTO embedding_cache SELECT * FROM previous.embedding_cache "
-                "WHERE provider = ? AND model = ?",
-                [self.identity.provider, self.identity.model],
-            )
-            row = self.con.execute("SELECT count(*) FROM embedding_cache").fetchone()
-            return int(row[0]) if row else 0
+            return self._add_cache(saved.tables["embedding_cache"])
         except duckdb.Error as exc:
             log.info("previous index has no usable embedding cache: %s", exc)
             return 0
-        finally:
-            self.con.execute("DETACH previous")
 
-    def copy_embedding_cache(self, other: ChunkStore) -> None:
-        """Copy the open index's embedding cache for this model (a rebuild never re-embeds known text)."""
-        cache = other.con.execute(  # noqa: F841 - read by DuckDB's replacement scan below
-            "SELECT * FROM embedding_cache WHERE provider = ? AND model = ?",
-            [self.identity.provider, self.identity.model],
-        ).to_arrow_table()
-        self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
+    def copy_embedding_cache(self, other: ChunkStore) -> int:
+        """Copy the open index's embedding cache, every model's: a rebuild never re-embeds known text,
+        and switching back to a model seen before costs nothing."""
+        return self._add_cache(other.con.execute("SELECT * FROM embedding_cache").to_arrow_table())
+
+    def _add_cache(self, table: pa.Table) -> int:
+        cache = table  # noqa: F841 - read by DuckDB's replacement scan below
+        self.con.execute(
+            "INSERT INTO embedding_cache SELECT * FROM cache "
+            "QUALIFY row_number() OVER (PARTITION BY provider, model, hash) = 1"
+        )
+        return table.num_rows
 
     def finish_indexes(self) -> None:
         """Build the secondary indexes of a building file and mark it complete (slow part of a build)."""
@@ -230,16 +198,18 @@ class ChunkStore:
     def swap_into(self, final_path: Path) -> None:
         """Rename the completed building file over ``final_path`` atomically and reopen it there."""
         self.con.close()
-        os.replace(self.path, final_path)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(final_path.with_name(final_path.name + ".wal"))
+        replace_file(self.path, final_path)
         self.path = final_path
         self.con = connect(final_path)
 
-    def close(self) -> None:
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Close the file; ``checkpoint=False`` after DuckDB invalidated the database (nothing more is
+        written to it)."""
+        if checkpoint:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("CHECKPOINT")
         with contextlib.suppress(duckdb.Error):
-            self.con.execute("CHECKPOINT")
-        self.con.close()
+            self.con.close()
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor for another thread; it sees committed data only."""
@@ -436,7 +406,7 @@ class ChunkStore:
         if not path.exists():
             return None
         try:
-            con = connect(path)
+            con = connect(path, read_only=True, vss=False)  # never loads (or replays into) its HNSW index
         except (duckdb.Error, OSError):
             return None
         try:

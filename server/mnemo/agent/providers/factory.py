@@ -34,5 +34,9 @@ def build_provider(settings: AgentSettings, cache_dir: Path) -> ChatProvider:
     from .local import LocalChatProvider
 
     return LocalChatProvider(
-        settings.model_path, cache_dir, context_window=settings.context_window, threads=settings.threads
+        settings.model_path,
+        cache_dir,
+        context_window=settings.context_window,
+        threads=settings.threads,
+        extra_buffer_types=settings.extra_buffer_types,
     )

@@ -1,17 +1,26 @@
-"""A GGUF chat model run in-process by llama.cpp (llama-cpp-python), streamed token by token."""
+"""A GGUF chat model run by llama.cpp in a child process the server supervises, streamed token by token.
+
+The model never runs in the server's own process: a crash inside llama.cpp (an instruction the CPU
+advertises but faults on, out of memory) ends the child only. The turn then fails with a
+:class:`ProviderError` that says how the child ended, and the next call starts a fresh one. Whether
+llama.cpp may use its optimised "extra buffer types" is measured once per machine
+(:mod:`mnemo.native_probe`) or forced by ``[agent] extra_buffer_types``.
+"""
 
 from __future__ import annotations
 
 import logging
+import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
+from mnemo import native_probe
 from mnemo.embeddings import EmbeddingError
-from mnemo.embeddings.local import _install_quiet_logging, default_threads, gguf_context_length
+from mnemo.embeddings.local import default_threads, gguf_context_length, llama_cpp_available
 
 from .base import ChatMessage, ChatStream, DeltaSource, ProviderError, TokenCache
+from .model_client import ModelCrashed, ModelProcess, child_command
 from .model_file import locate_chat_model
 
 log = logging.getLogger(__name__)
@@ -19,24 +28,38 @@ log = logging.getLogger(__name__)
 LOCAL_MAX_CONTEXT = 8192
 """Upper bound on the context allocated by default (CPU memory and prompt time grow with it)."""
 
+OFF_HINT = 'if it keeps crashing, set [agent] extra_buffer_types = "off" in mnemo.toml'
+
 
 class LocalChatProvider:
-    """Loads the model on first use; generation is serialised (one llama.cpp context)."""
+    """Starts the model process on first use; calls are serialised (one llama.cpp context)."""
 
     name = "local"
 
     def __init__(
-        self, model_path: str, cache_dir: Path, *, context_window: int = 0, threads: int = 0
+        self,
+        model_path: str,
+        cache_dir: Path,
+        *,
+        context_window: int = 0,
+        threads: int = 0,
+        extra_buffer_types: str = "auto",
+        command: Callable[[], Sequence[str]] = child_command,
     ) -> None:
         self._model_path = model_path
         self._cache_dir = cache_dir
         self._requested_window = context_window
         self._threads = threads if threads > 0 else default_threads()
+        self._mode = extra_buffer_types
         self._lock = threading.RLock()
         self._path: Path | None = None
         self._digest = ""
         self._window = 0
-        self._llm: Any = None
+        self._process = ModelProcess(command)
+        self._loaded = False
+        self._extra = False
+        self._plain_after_crash = False
+        self._generating: int | None = None  # the thread reading a reply
         self.count_tokens = TokenCache(self._count)
 
     # -- model ------------------------------------------------------------------------------------
@@ -51,31 +74,72 @@ class LocalChatProvider:
                 self._window = self._requested_window or min(trained, LOCAL_MAX_CONTEXT)
             return self._path
 
-    def load(self) -> Any:
-        """The llama.cpp model, loaded once (a ProviderError says why it cannot be)."""
+    @property
+    def pid(self) -> int | None:
+        """The model process's id while it runs (None before the first call and after a crash)."""
+        return self._process.pid
+
+    @property
+    def extra_buffer_types(self) -> bool:
+        """Whether the running model uses llama.cpp's extra (repacked) buffer types."""
+        return self._extra
+
+    def _decide_extra(self, path: Path) -> bool:
+        if self._plain_after_crash:
+            return False
+        try:
+            return native_probe.extra_buffer_types(path, self._digest, "chat", self._cache_dir, self._mode)
+        except native_probe.NativeModelError as exc:
+            raise ProviderError(
+                f"{exc} (agent.provider = 'openai' or 'anthropic' runs chat elsewhere)"
+            ) from exc
+
+    def load(self) -> None:
+        """Start the model process and load the model (a ProviderError says why it cannot)."""
         with self._lock:
-            if self._llm is not None:
-                return self._llm
+            if self._loaded and self._process.alive:
+                return
             path = self._resolve()
-            try:
-                import llama_cpp
-            except ImportError as exc:
+            if not llama_cpp_available():
                 raise ProviderError(
                     "the local chat provider needs llama-cpp-python: pip install 'mnemo[local]'"
-                ) from exc
-            _install_quiet_logging()
-            try:
-                self._llm = llama_cpp.Llama(
-                    model_path=str(path),
-                    n_ctx=self._window,
-                    n_threads=self._threads,
-                    n_threads_batch=self._threads,
-                    verbose=False,
                 )
-            except (ValueError, RuntimeError) as exc:
+            self._extra = self._decide_extra(path)
+            self._loaded = False
+            self._process.start()
+            request = {
+                "op": "load",
+                "path": str(path),
+                "n_ctx": self._window,
+                "threads": self._threads,
+                "extra_buffer_types": self._extra,
+            }
+            try:
+                self._process.call(request)
+            except ModelCrashed as exc:
+                raise ProviderError(self._crash_message(exc, f"while loading {path.name}")) from exc
+            except ProviderError as exc:
+                self._process.stop()
                 raise ProviderError(f"cannot load the chat model {path}: {exc}") from exc
-            log.info("chat model %s loaded (context %d, %d threads)", path.name, self._window, self._threads)
-            return self._llm
+            self._loaded = True
+            log.info(
+                "chat model %s loaded in process %s (context %d, %d threads, extra buffer types %s)",
+                path.name,
+                self._process.pid,
+                self._window,
+                self._threads,
+                "on" if self._extra else "off",
+            )
+
+    def _crash_message(self, exc: ModelCrashed, when: str = "while answering") -> str:
+        self._loaded = False
+        if exc.how == f"signal {signal.SIGILL.name}" and self._extra and self._mode == "auto":
+            self._plain_after_crash = True  # an instruction the CPU cannot run: plain kernels from now on
+            native_probe.remember(
+                self._cache_dir, self._digest, False, f"the chat model process died: {exc.how}"
+            )
+            return f"{exc} {when}; it restarts without extra buffer types at the next message ({OFF_HINT})"
+        return f"{exc} {when}; it restarts at the next message ({OFF_HINT})"
 
     @property
     def model(self) -> str:
@@ -92,8 +156,14 @@ class LocalChatProvider:
         return True
 
     def _count(self, text: str) -> int:
-        llm = self.load()
-        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        with self._lock:
+            if self._generating == threading.get_ident():
+                raise ProviderError("count_tokens was called while this thread reads a reply")
+            self.load()
+            try:
+                return int(self._process.call({"op": "count", "text": text})["tokens"])
+            except ModelCrashed as exc:
+                raise ProviderError(self._crash_message(exc, "while counting tokens")) from exc
 
     # -- generation -------------------------------------------------------------------------------
     def stream(
@@ -104,43 +174,33 @@ class LocalChatProvider:
         temperature: float,
         cancel: threading.Event | None = None,
     ) -> ChatStream:
-        llm = self.load()
-        return ChatStream(self._generate(llm, messages, max_tokens, temperature), cancel)
+        self.load()
+        return ChatStream(self._generate(messages, max_tokens, temperature), cancel)
 
-    def _generate(
-        self, llm: Any, messages: Sequence[ChatMessage], max_tokens: int, temperature: float
-    ) -> DeltaSource:
+    def _generate(self, messages: Sequence[ChatMessage], max_tokens: int, temperature: float) -> DeltaSource:
         with self._lock:
-            chunks = llm.create_chat_completion(
-                messages=[{"role": m.role, "content": m.content} for m in messages],
-                stream=True,
-                max_tokens=max_tokens,
-                temperature=temperature,
-            )
-            finish = "stop"
+            self.load()  # the process may have ended since stream() was called
+            request = {
+                "op": "generate",
+                "messages": [{"role": m.role, "content": m.content} for m in messages],
+                "max_tokens": max_tokens,
+                "temperature": temperature,
+            }
+            self._generating = threading.get_ident()
             try:
-                for chunk in chunks:
-                    choice = chunk["choices"][0]
-                    delta = choice.get("delta", {}).get("content")
-                    if delta:
-                        yield delta
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
+                return (yield from self._process.stream(request))
+            except ModelCrashed as exc:
+                raise ProviderError(self._crash_message(exc)) from exc
             finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
-            return str(finish)
+                self._generating = None
 
     def close(self) -> None:
-        if not self._lock.acquire(timeout=5):  # a reply is still generating: leave it to process exit
-            log.warning("the chat model is busy; not closed")
+        if not self._lock.acquire(timeout=5):  # a reply is still generating: kill the process
+            log.warning("the chat model is busy; its process is killed")
+            self._process.kill()
             return
         try:
-            if self._llm is not None:
-                close = getattr(self._llm, "close", None)
-                if close is not None:
-                    close()
-                self._llm = None
+            self._process.stop()
+            self._loaded = False
         finally:
             self._lock.release()

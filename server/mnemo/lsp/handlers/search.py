@@ -8,6 +8,7 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from mnemo import citations
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
 from mnemo.limits import InvalidInput
@@ -49,7 +50,8 @@ def register(server: MnemoLanguageServer) -> None:
     async def memory_get(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
         p = protocol.GetParams.parse(_get_params(params))
         try:
-            return await asyncio.to_thread(ls.core.memory.get, p.path, p.from_line, p.lines)
+            path, from_line, lines = citations.get_args(p.path, p.from_line, p.lines)  # "a.md#L3-L9"
+            return await asyncio.to_thread(ls.core.memory.get, path, from_line, lines)
         except (WorkspacePathError, InvalidInput) as exc:
             raise JsonRpcInvalidParams(str(exc)) from exc
         except OSError as exc:

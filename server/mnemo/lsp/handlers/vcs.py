@@ -7,6 +7,8 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from mnemo import citations
+from mnemo.limits import InvalidInput
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
 from mnemo.vcs import SecretsInCommit, VcsError
@@ -30,12 +32,14 @@ async def commit(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
 async def history(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
     p = protocol.HistoryParams.parse(params)
     try:
-        entries = await asyncio.to_thread(ls.core.editor.history, p.path, p.line)
-    except WorkspacePathError as exc:
+        cited = citations.parse_citation(p.path)  # "MEMORY.md#L12": line 12 unless 'line' says otherwise
+        line = p.line if p.line is not None else cited.start
+        entries = await asyncio.to_thread(ls.core.editor.history, cited.path, line)
+    except (WorkspacePathError, InvalidInput) as exc:
         raise JsonRpcInvalidParams(str(exc)) from exc
     except VcsError as exc:
         raise protocol.RequestFailed(str(exc)) from exc
-    return {"path": p.path, "line": p.line, "entries": [e.as_dict() for e in entries]}
+    return {"path": cited.path, "line": line, "entries": [e.as_dict() for e in entries]}
 
 
 def register(server: MnemoLanguageServer) -> None:
