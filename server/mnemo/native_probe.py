@@ -242,6 +242,9 @@ def model_params(extra: bool) -> Iterator[None]:
 
     llama-cpp-python 0.3.x has no keyword for it: ``Llama.__init__`` starts from
     ``llama_model_default_params()``, which is wrapped here (serialised: it is a module attribute)."""
+    from mnemo.embeddings.threads import passive_waiting
+
+    passive_waiting()
     import llama_cpp.llama as llama_module
 
     native = llama_module.llama_cpp
@@ -274,6 +277,9 @@ def _simulated_crash(extra: bool) -> None:
 
 
 def _exercise(model: Path, kind: str, extra: bool) -> None:
+    from mnemo.embeddings.threads import passive_waiting
+
+    passive_waiting()
     import llama_cpp
 
     with model_params(extra):

@@ -133,7 +133,9 @@ def test_deleted_log_fails_and_is_not_silently_restarted(tmp_path: Path, data_ho
     assert code == 1 and "missing but entries were written" in out, out
 
 
-def test_restart_after_a_deleted_log_is_explicit_and_keeps_the_record(tmp_path: Path, data_home: Path) -> None:
+def test_restart_after_a_deleted_log_is_explicit_and_keeps_the_record(
+    tmp_path: Path, data_home: Path
+) -> None:
     root = tmp_path / "ws"
     log = audited(root, data_home, 3)
     shutil.rmtree(root / ".mnemo")  # e.g. a user clearing the cache folder

@@ -121,3 +121,25 @@ def test_smt_siblings_count_once(tmp_path: Path) -> None:
     assert physical_cores({0, 2}, tmp_path) == 1
     assert physical_cores({0, 1, 5}, tmp_path) == 3  # cpu5 unknown: counted on its own
     assert physical_cores(set(), tmp_path) == 1
+
+
+def test_llama_cpp_is_loaded_with_passive_openmp_waiting_unless_the_user_chose() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import os; os.environ.pop('OMP_WAIT_POLICY', None)\n"
+        "from mnemo.embeddings.local import _install_quiet_logging\n"
+        "_install_quiet_logging(); print(os.environ['OMP_WAIT_POLICY'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "PASSIVE"
+    env_code = code.replace(
+        "os.environ.pop('OMP_WAIT_POLICY', None)", "os.environ['OMP_WAIT_POLICY']='ACTIVE'"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", env_code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "ACTIVE"

@@ -24,6 +24,7 @@ from mnemo import filehash, native_probe
 
 from .base import EmbeddingError, FloatArray, embed_windowed
 from .gguf_convert import DEFAULT_CONTEXT, DEFAULT_MODEL_NAME, ensure_default_gguf
+from .threads import passive_waiting
 
 log = logging.getLogger(__name__)
 _llama_log = logging.getLogger("mnemo.embeddings.llama_cpp")
@@ -44,6 +45,7 @@ def _install_quiet_logging() -> None:
     global _log_callback
     if _log_callback is not None:
         return
+    passive_waiting()
     import llama_cpp
     import llama_cpp.llama
 

@@ -20,6 +20,15 @@ _CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 _CPU_SYSFS = Path("/sys/devices/system/cpu")
 
 
+def passive_waiting() -> None:
+    """Call before llama.cpp is first imported in a process: its OpenMP threads then sleep at a barrier
+    instead of spinning (``OMP_WAIT_POLICY=PASSIVE``, read once when the library loads; a value the user
+    set wins). Threads are chosen once per model load, so a long-running server that started on a quiet
+    machine would otherwise collapse when the machine gets busy later (2 threads on 2 busy cores: 0.24
+    chunks/s spinning, 2.4 passive; docs/benchmarks.md, "Embedding under load")."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def choose_threads(cores: int, load: float, online: int | None = None) -> int:
     """Threads for ``cores`` usable cores when the one-minute load average of the machine is ``load``.
 

@@ -76,6 +76,9 @@ class ModelServer:
         return self._llm
 
     def _load(self, request: dict[str, Any]) -> int:
+        from mnemo.embeddings.threads import passive_waiting
+
+        passive_waiting()
         import llama_cpp
 
         from mnemo.native_probe import model_params
