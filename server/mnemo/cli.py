@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from mnemo import __version__
+from mnemo.citations import get_args
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
-from mnemo.limits import InvalidInput, check_line_range, check_max_results
+from mnemo.limits import InvalidInput, check_max_results
 from mnemo.workspace.layout import (
     WorkspaceNotFound,
     WorkspacePathError,
@@ -30,8 +31,20 @@ EPILOG = """examples:
   cd ~/notes/memory && mnemo status  commands find the workspace upward from the current folder
   mnemo search "what database did we pick" --explain
   mnemo get memory/2026-11-01.md --from 3 --lines 10
+  mnemo get memory/2026-11-01.md#L3-L9   the lines a search result cites
   mnemo serve                        LSP on stdio (what VS Code and Neovim start)
 """
+
+
+SOURCES = ("memory", "skills", "sessions")
+
+
+def _sources(value: str) -> list[str]:
+    chosen = [part.strip() for part in value.split(",") if part.strip()]
+    unknown = [part for part in chosen if part not in SOURCES]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"expected some of {', '.join(SOURCES)}, got {value!r}")
+    return chosen
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -65,29 +78,53 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="bring the index up to date (progress on stderr)")
     _add_common(p)
     p.add_argument("--full", action="store_true", help="rebuild from scratch instead of incrementally")
-    p.add_argument("--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider")
+    p.add_argument(
+        "--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider"
+    )
 
     p = sub.add_parser("search", help="hybrid search over memory")
     _add_common(p)
     p.add_argument("query", help="what to look for")
     p.add_argument("-k", "--max-results", type=int, help="number of results (default from mnemo.toml: 6)")
-    p.add_argument("--min-score", type=float, help="drop results scoring below this (default 0.35)")
+    p.add_argument(
+        "--min-score",
+        type=float,
+        help="an absolute floor: drop results scoring below this (default: the calibrated cut-off, "
+        "relative to the best hit with real keyword or vector evidence)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON (the memory_search shape)")
-    p.add_argument("--explain", action="store_true", help="show each result's score parts")
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="show the weights used and each result's score parts and why it moved",
+    )
+    p.add_argument(
+        "--sources",
+        type=_sources,
+        help="comma-separated: only these sources (memory, skills, sessions; default all)",
+    )
     p.add_argument("--no-sync", action="store_true", help="do not update the index first")
-    p.add_argument("--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider")
+    p.add_argument(
+        "--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider"
+    )
 
     p = sub.add_parser("get", help="print lines of a memory file")
     _add_common(p)
-    p.add_argument("path", help="workspace path, e.g. memory/2026-11-01.md")
-    p.add_argument("--from", dest="from_line", type=int, help="first line, 1-based")
-    p.add_argument("--lines", type=int, help="number of lines")
+    p.add_argument(
+        "path",
+        help="workspace path, e.g. memory/2026-11-01.md, or a citation as search prints it: "
+        "memory/2026-11-01.md#L3-L9 (also #L3, :12, :12-20) reads those lines",
+    )
+    p.add_argument("--from", dest="from_line", type=int, help="first line, 1-based (replaces a citation's)")
+    p.add_argument("--lines", type=int, help="number of lines (replaces a citation's)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("status", help="index state, counts, model and problems")
     _add_common(p)
     p.add_argument("--json", action="store_true")
-    p.add_argument("--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider")
+    p.add_argument(
+        "--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider"
+    )
 
     p = sub.add_parser("serve", help="run the language server (stdio by default)")
     _add_common(p)
@@ -172,8 +209,58 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _weights_lines(weights: dict[str, Any]) -> list[str]:
+    """The weights a search actually used, for ``--explain`` (unknown keys are shown as they are)."""
+    w = dict(weights)
+    if not w:
+        return []
+    vector, text = w.pop("vector", None), w.pop("text", None)
+    first = "text only" if not vector else f"vector {vector:.2f} + text {text:.2f}"
+    flags = []
+    if w.pop("cjkVectorWeight", False):
+        flags.append("CJK query: vector weight lowered")
+    if not w.pop("vectorEvidence", True) and vector:
+        flags.append("vectors not counted as evidence")
+    if flags:
+        first += f" ({'; '.join(flags)})"
+    second = []
+    decay, half_life = w.pop("decay", None), w.pop("halfLifeDays", None)
+    if decay is not None:
+        second.append(f"decay {decay}" + (f" (half-life {half_life:g} days)" if half_life else ""))
+    mmr = w.pop("mmr", None)
+    second.append("MMR off" if mmr is None else f"MMR lambda {mmr:g}")
+    memory_weight = w.pop("memoryWeight", None)
+    if memory_weight is not None:
+        second.append(f"MEMORY.md x{memory_weight:g} (bounded boost)")
+    cut = w.pop("cut", None)
+    if cut is not None:
+        second.append(f"cut-off {cut}")
+    second += [f"{key} {value}" for key, value in w.items()]
+    return [f"weights: {first}", f"         {'  '.join(second)}"]
+
+
+def _explain_hit(parts: dict[str, Any]) -> list[str]:
+    vector = "-" if parts["vector"] is None else f"{parts['vector']:.3f}"
+    age = "evergreen" if parts["ageDays"] is None else f"{parts['ageDays']:.0f} days"
+    boost = parts.get("boost") or 0.0
+    lines = [
+        f"   vector {vector}  text {parts['text']:.3f} (bm25 {parts['bm25']:.2f})  decay "
+        f"{parts['decay']:.3f} ({age}{', superseded' if parts['superseded'] else ''})  weight "
+        f"{parts['weight']:g}{f' ({boost:+.3f})' if boost else ''}  mmr rank {parts['mmrRank']}"
+    ]
+    reasons = list(parts.get("reasons") or [])
+    if parts.get("evidence") is False:
+        reasons.append("no real keyword or vector evidence")
+    if reasons:
+        lines.append(f"   why: {'; '.join(reasons)}")
+    return lines
+
+
 def _print_results(outcome: dict[str, Any], explain: bool) -> None:
     print(f"mode: {outcome['mode']} ({outcome['provider']} {outcome['model']})".rstrip())
+    if explain:
+        for line in _weights_lines(outcome.get("weights") or {}):
+            print(line)
     for note in outcome["notes"]:
         print(f"note: {note}")
     if not outcome["results"]:
@@ -181,14 +268,8 @@ def _print_results(outcome: dict[str, Any], explain: bool) -> None:
     for i, hit in enumerate(outcome["results"], start=1):
         print(f"\n{i}. {hit['citation']}  score {hit['score']:.3f}  {hit['heading']}")
         if explain:
-            parts = hit["parts"]
-            vector = "-" if parts["vector"] is None else f"{parts['vector']:.3f}"
-            age = "evergreen" if parts["ageDays"] is None else f"{parts['ageDays']:.0f} days"
-            print(
-                f"   vector {vector}  text {parts['text']:.3f} (bm25 {parts['bm25']:.2f})  decay "
-                f"{parts['decay']:.3f} ({age}{', superseded' if parts['superseded'] else ''})  weight "
-                f"{parts['weight']}  mmr rank {parts['mmrRank']}"
-            )
+            for line in _explain_hit(hit["parts"]):
+                print(line)
         for line in hit["snippet"].splitlines()[:6]:
             print(f"   {line}")
 
@@ -204,8 +285,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.command == "search":  # the core checks these too; here nothing is indexed or opened first
         check_max_results(args.max_results)
-    if args.command == "get":
-        check_line_range(args.from_line, args.lines)
+    if args.command == "get":  # "memory/a.md#L3-L9" and "memory/a.md:12" read the cited lines
+        args.path, args.from_line, args.lines = get_args(args.path, args.from_line, args.lines)
     services = build_services(args.workspace.resolve(), provider=getattr(args, "provider", None))
     for problem in services.problems:
         print(f"warning: {problem}", file=sys.stderr)
@@ -224,7 +305,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "search":
             if not args.no_sync:
                 memory.sync(progress=ProgressBar(), replace="none")  # a read never rebuilds
-            outcome = memory.search(args.query, max_results=args.max_results, min_score=args.min_score)
+            outcome = memory.search(
+                args.query, max_results=args.max_results, min_score=args.min_score, sources=args.sources
+            )
             if args.json:
                 print(json.dumps(outcome.as_dict(), ensure_ascii=False, indent=2))
             else:

@@ -36,9 +36,18 @@ def cmd_commit(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    from mnemo.citations import parse_citation
+    from mnemo.limits import MAX_LINE, InvalidInput
+
+    cited = parse_citation(args.path)  # "MEMORY.md#L12-L14", "MEMORY.md:12": the cited (first) line
+    if args.line is not None and not 1 <= args.line <= MAX_LINE:
+        raise InvalidInput(f"--line is 1-based and at most {MAX_LINE}, got {args.line}")
+    line = args.line if args.line is not None else cited.start
+    if args.line is None and cited.start != cited.end:
+        print(f"note: history of line {line}, the first line of {cited}", file=sys.stderr)
     repo = _repo(args)
-    repo.workspace.resolve_memory_path(args.path)
-    for entry in repo.history(args.path, args.line):
+    repo.workspace.resolve_memory_path(cited.path)
+    for entry in repo.history(cited.path, line):
         print(f"{entry.sha[:10]} {entry.date[:10]} {entry.author}: {entry.subject}")
     return 0
 
@@ -56,6 +65,10 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
 
     p = sub.add_parser("log", help="Git history of a memory file, or of one line of it")
     add_common(p)
-    p.add_argument("path", help="workspace path, e.g. MEMORY.md")
-    p.add_argument("--line", type=int, help="only commits that changed this 1-based line")
+    p.add_argument(
+        "path", help="workspace path, e.g. MEMORY.md, or a citation: MEMORY.md#L12 (or :12) is --line 12"
+    )
+    p.add_argument(
+        "--line", type=int, help="only commits that changed this 1-based line (wins over a citation)"
+    )
     p.set_defaults(run=cmd_log)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def mnemo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -97,3 +99,151 @@ def test_bad_config_is_a_warning(tmp_path: Path) -> None:
     assert result.returncode == 0
     assert "search.min_score" in result.stderr
     assert result.stdout.strip().endswith("hello")
+
+
+def test_get_and_log_accept_the_citations_search_prints(tmp_path: Path) -> None:
+    ws = tmp_path / "notes"
+    assert mnemo("init", str(ws)).returncode == 0
+    note = "memory/2026-11-02.md"
+    lines = (ws / note).read_text(encoding="utf-8").splitlines()
+    for cited, want in [
+        (f"{note}#L3-L5", lines[2:5]),
+        (f"{note}#L4", lines[3:4]),
+        (f"{note}:9", lines[8:9]),
+        (f"{note}:8-10", lines[7:10]),
+    ]:
+        got = mnemo("get", "-w", str(ws), cited)
+        assert got.returncode == 0, (cited, got.stderr)
+        assert got.stdout.rstrip("\n").split("\n") == want, cited
+    # explicit --from / --lines replace the citation's start / length; the JSON says what was read
+    got = mnemo("get", "-w", str(ws), "--json", "--lines", "2", f"{note}#L3-L9")
+    assert got.returncode == 0, got.stderr
+    assert {k: json.loads(got.stdout)[k] for k in ("path", "from", "lines")} == {
+        "path": note,
+        "from": 3,
+        "lines": 2,
+    }
+    for bad, message in [(f"{note}#L9-L3", "before it starts"), (f"{note}#L0", "between 1 and")]:
+        refused = mnemo("get", "-w", str(ws), bad)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+
+    env = {
+        "GIT_AUTHOR_NAME": "T",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "T",
+        "GIT_COMMITTER_EMAIL": "t@x",
+    }
+    committed = subprocess.run(
+        [sys.executable, "-m", "mnemo", "commit", "--init", "-w", str(ws), "-m", "first"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    assert committed.returncode == 0, committed.stderr
+    for cited in ("MEMORY.md#L19", "MEMORY.md:19", "MEMORY.md#L18-L19"):
+        log = mnemo("log", "-w", str(ws), cited)
+        assert log.returncode == 0, (cited, log.stderr)
+        assert log.stdout.count("\n") == 1 and ": first" in log.stdout, log.stdout
+    assert "history of line 18" in mnemo("log", "-w", str(ws), "MEMORY.md#L18-L19").stderr
+    # a range that ends before it starts is a usage error, before Git runs
+    assert mnemo("log", "-w", str(ws), "MEMORY.md#L19-L3").returncode == 2
+    bad_line = mnemo("log", "-w", str(ws), "--line", "0", "MEMORY.md")
+    assert bad_line.returncode == 2 and "--line is 1-based" in bad_line.stderr, bad_line.stderr
+
+
+def test_search_explain_shows_weights_boost_and_sources(tmp_path: Path) -> None:
+    ws = tmp_path / "notes"
+    assert mnemo("init", str(ws)).returncode == 0
+    assert mnemo("index", "--provider", "none", "-w", str(ws)).returncode == 0
+    explain = mnemo("search", "--explain", "--provider", "none", "-w", str(ws), "PostgreSQL billing")
+    assert explain.returncode == 0, explain.stderr
+    out = explain.stdout
+    assert "weights: text only" in out and "cut-off relative" in out and "MMR" in out, out
+    memory_hit = out[out.index("MEMORY.md#L") :]
+    assert "why: MEMORY.md +0.0" in memory_hit.split("\n\n")[0], out  # the bounded MEMORY.md boost
+    only_skills = mnemo(
+        "search",
+        "--json",
+        "--provider",
+        "none",
+        "--sources",
+        "skills",
+        "-w",
+        str(ws),
+        "summary bullet points",
+    )
+    assert only_skills.returncode == 0, only_skills.stderr
+    found = json.loads(only_skills.stdout)["results"]
+    assert found and {r["source"] for r in found} == {"skills"}
+    bad = mnemo("search", "--provider", "none", "--sources", "mail", "-w", str(ws), "x")
+    assert bad.returncode == 2 and "memory, skills, sessions" in bad.stderr
+
+
+def test_explain_layout_names_every_reason_and_the_weights_used(capsys: Any) -> None:
+    from mnemo.cli import _print_results
+
+    parts = {
+        "vector": 0.41,
+        "text": 0.2,
+        "bm25": 1.5,
+        "decay": 0.75,
+        "weight": 1.5,
+        "score": 0.52,
+        "mmrRank": 2,
+        "ageDays": 40.0,
+        "superseded": True,
+        "boost": 0.03,
+        "evidence": True,
+        "reasons": [
+            "superseded by memory/2026-11-12.md#L4",
+            "similar to #1 (overlap 0.61)",
+            "MEMORY.md +0.030",
+        ],
+    }
+    hit = {
+        "citation": "memory/a.md#L3-L9",
+        "score": 0.52,
+        "heading": "A > B",
+        "snippet": "- text",
+        "parts": parts,
+    }
+    weak = {**hit, "citation": "sessions/s.jsonl#L2-L2", "parts": {**parts, "reasons": [], "evidence": False}}
+    outcome = {
+        "mode": "hybrid",
+        "provider": "local",
+        "model": "m",
+        "notes": [],
+        "results": [hit, weak],
+        "weights": {
+            "vector": 0.2,
+            "text": 0.8,
+            "cjkVectorWeight": True,
+            "vectorEvidence": False,
+            "decay": "supersede",
+            "halfLifeDays": 30,
+            "mmr": 0.7,
+            "memoryWeight": 1.5,
+            "cut": "relative 0.5",
+            "newKnob": 3,
+        },
+    }
+    _print_results(outcome, explain=True)
+    out = capsys.readouterr().out
+    assert (
+        "weights: vector 0.20 + text 0.80 (CJK query: vector weight lowered; vectors not counted as evidence)"
+        in out
+    )
+    for part in (
+        "decay supersede (half-life 30 days)",
+        "MMR lambda 0.7",
+        "MEMORY.md x1.5",
+        "cut-off relative 0.5",
+        "newKnob 3",
+    ):
+        assert part in out, part
+    assert "weight 1.5 (+0.030)" in out and "40 days, superseded" in out
+    assert "why: superseded by memory/2026-11-12.md#L4; similar to #1 (overlap 0.61); MEMORY.md +0.030" in out
+    assert "why: no real keyword or vector evidence" in out
+    _print_results(outcome, explain=False)
+    assert "why:" not in capsys.readouterr().out

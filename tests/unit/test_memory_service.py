@@ -89,8 +89,12 @@ def test_get_line_windows(make_workspace, services_factory) -> None:  # type: ig
     assert (window["from"], window["lines"], window["path"]) == (3, 4, "memory/ten.md")
     tail = s.memory.get("memory/ten.md", 9, 100)
     assert tail["text"] == "line 9\nline 10" and tail["lines"] == 2
-    assert s.memory.get("memory/ten.md", 0, 1)["text"] == "line 1"  # from is 1-based, clamped
-    assert s.memory.get("memory/ten.md", 4, 0)["text"] == ""
+    from mnemo.limits import InvalidInput
+
+    with pytest.raises(InvalidInput):  # from is 1-based: 0 is an error, not silently line 1
+        s.memory.get("memory/ten.md", 0, 1)
+    with pytest.raises(InvalidInput):
+        s.memory.get("memory/ten.md", 4, 0)
     with pytest.raises(WorkspacePathError, match="past the end"):
         s.memory.get("memory/ten.md", 11)
     with pytest.raises(WorkspacePathError, match="binary"):

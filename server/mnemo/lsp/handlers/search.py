@@ -16,6 +16,8 @@ from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
 from mnemo.workspace.layout import WorkspacePathError
 
+SOURCES = ("memory", "skills", "sessions")
+
 
 def _get_params(params: Any) -> Any:
     """pygls turns custom params into namedtuples with ``rename=True``, so the keyword ``from`` arrives as
@@ -32,6 +34,9 @@ def register(server: MnemoLanguageServer) -> None:
     @server.feature(protocol.MEMORY_SEARCH)
     async def memory_search(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
         p = protocol.SearchParams.parse(params)
+        unknown = [s for s in p.sources or [] if s not in SOURCES]
+        if unknown:  # else an unknown source would silently find nothing
+            raise JsonRpcInvalidParams(f"'sources' may hold {', '.join(SOURCES)}, got {unknown!r}")
         try:
             outcome = await asyncio.to_thread(
                 ls.core.memory.search,

@@ -1,0 +1,126 @@
+"""Opening an existing index file: its identity, crash damage repaired first, rows never lost.
+
+A log next to the file (the last process was killed) or duplicated rows mean a *salvage*: the rows are
+read without the vss extension, written into a new generation with fresh fts and HNSW indexes, and
+swapped in (:mod:`mnemo.index.repair` explains why). A missing HNSW index or fts tables out of step are
+repaired in place. Only a file whose rows cannot be read at all is left for a rebuild from the Markdown.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import duckdb
+
+from mnemo.index import repair
+from mnemo.index.duck import connect
+from mnemo.index.store import SCHEMA_VERSION, ChunkStore, IndexIdentity, replace_file
+
+log = logging.getLogger(__name__)
+
+
+def identity_from(meta: dict[str, str]) -> IndexIdentity | None:
+    """The identity of a complete index of this schema, else None."""
+    if meta.get("schema_version") != SCHEMA_VERSION or meta.get("complete") != "1":
+        return None
+    try:
+        return IndexIdentity(meta["provider"], meta["model"], int(meta["dims"]), meta["chunker"])
+    except (KeyError, ValueError):
+        return None
+
+
+def connect_identity(path: Path) -> tuple[duckdb.DuckDBPyConnection, IndexIdentity] | None:
+    """An open connection to an existing index and its identity, crash damage repaired; None (closed)
+    when missing, unreadable, incomplete or of another schema. Raises ``duckdb.IOException`` when
+    another process holds the file."""
+    if not path.exists():
+        return None
+    if repair.unclean(path):  # killed while writing: never replay its log into the HNSW index
+        _try_salvage(path, "the last process using it did not close it")
+    for attempt in range(2):
+        try:
+            return _connect_checked(path)
+        except (duckdb.Error, OSError) as exc:
+            if repair.is_lock_error(exc):
+                raise
+            if attempt == 0 and _try_salvage(path, str(exc).splitlines()[0]):
+                continue
+            log.warning("index %s cannot be opened (%s); it will be rebuilt", path, exc)
+    return None
+
+
+def _connect_checked(path: Path) -> tuple[duckdb.DuckDBPyConnection, IndexIdentity] | None:
+    """Open ``path``, read its identity, repair in place what can be; raises on damage that needs a
+    salvage (duplicated rows)."""
+    con = connect(path)
+    try:
+        identity = identity_from(dict(con.execute("SELECT key, value FROM meta").fetchall()))
+        if identity is None:
+            con.close()
+            return None
+        found = repair.symptoms(con, identity.dims)
+        if repair.needs_salvage(found):
+            raise duckdb.InternalException("; ".join(found))
+        if found:
+            log.warning("index %s: %s; repairing", path, "; ".join(found))
+            repair.repair_in_place(con, found)
+    except BaseException:
+        con.close()
+        raise
+    return con, identity
+
+
+def salvage(path: Path, reason: str) -> bool:
+    """Rewrite the index at ``path`` from its own rows into a new generation and swap it in. False
+    when its rows cannot be read (or it is incomplete, or of another schema): a rebuild is due then.
+    Raises ``duckdb.IOException`` when another process holds the file."""
+    saved = repair.read_rows(path)
+    identity = identity_from(saved.meta) if saved is not None else None
+    if saved is None or identity is None:
+        return False
+    log.warning("index %s: %s; rewriting it from its rows", path, reason)
+    store = ChunkStore.create(path.with_name(path.name + ".repairing"), identity)
+    try:
+        dropped = repair.load_rows(store.con, saved)
+        store.finish_indexes()
+    finally:
+        store.con.close()
+    replace_file(store.path, path)
+    log.warning("index %s repaired (%s)", path, ", ".join(f"{k} {v}" for k, v in dropped.items()))
+    return True
+
+
+def _try_salvage(path: Path, reason: str) -> bool:
+    try:
+        return salvage(path, reason)
+    except (duckdb.Error, OSError) as exc:
+        if repair.is_lock_error(exc):
+            raise
+        log.warning("index %s could not be repaired: %s", path, exc)
+        return False
+
+
+def read_identity(path: Path) -> IndexIdentity | None:
+    """The identity stored in an existing index, or None when missing, corrupt or of another schema."""
+    found = connect_identity(path)
+    if found is None:
+        return None
+    found[0].close()
+    return found[1]
+
+
+def open_existing(path: Path) -> ChunkStore | None:
+    """The existing index whatever it was built with (one connection); None when there is none usable.
+    The caller compares ``identity`` with what it wants: reads never rebuild."""
+    found = connect_identity(path)
+    return None if found is None else ChunkStore(path, *found)
+
+
+def open_compatible(path: Path, wanted: IndexIdentity) -> ChunkStore | None:
+    """The existing index when it was built with ``wanted``, else None."""
+    store = open_existing(path)
+    if store is not None and store.identity != wanted:
+        store.close()
+        return None
+    return store
