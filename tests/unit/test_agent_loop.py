@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Sequence
 from datetime import date
@@ -309,3 +310,27 @@ def test_weak_nearest_neighbours_do_not_count_as_recall(tmp_path: Path) -> None:
     strong = builder.build(session, "zebra?")
     assert [c["path"] for c in strong.citations] == ["memory/b.md", "memory/c.md"]
     assert NOTHING_RECALLED not in strong.messages[0].content
+
+
+@pytest.mark.parametrize("path", ["MEMORY.md#L1-L3", "./MEMORY.md", "memory/../MEMORY.md:2"])
+def test_group_session_cannot_reach_memory_md_through_a_citation_or_a_detour(
+    sample_workspace: Path, services_factory: Callable[..., Any], path: str
+) -> None:
+    call = json.dumps({"name": "memory_get", "arguments": {"path": path}})
+    provider = ScriptedProvider([f"<tool_call>{call}</tool_call>", "done"])
+    agent = make_agent(services_factory, sample_workspace, provider, recall_results=0)
+    agent.chat("coffee", kind="group", today=TODAY)
+    tool_result = provider.calls[1][-1].content
+    assert "private" in tool_result and "dark roast" not in tool_result
+
+
+def test_memory_get_tool_reads_the_cited_lines(
+    sample_workspace: Path, services_factory: Callable[..., Any]
+) -> None:
+    call = json.dumps({"name": "memory_get", "arguments": {"path": "memory/gardening.md#L3-L3"}})
+    provider = ScriptedProvider([f"<tool_call>{call}</tool_call>", "done"])
+    agent = make_agent(services_factory, sample_workspace, provider, recall_results=0)
+    agent.chat("tomatoes", today=TODAY)
+    tool_result = provider.calls[1][-1].content
+    assert "[memory/gardening.md#L3-L3]" in tool_result and "Tomatoes need full sun" in tool_result
+    assert "Basil" not in tool_result

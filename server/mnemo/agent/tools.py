@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from mnemo.citations import get_args
 from mnemo.embeddings import EmbeddingError
+from mnemo.limits import InvalidInput
 from mnemo.errors import MnemoError
 from mnemo.workspace.layout import WorkspacePathError
 
@@ -137,16 +140,18 @@ class ToolBox:
         return ToolResult(True, format_hits(hits), [citation_of(h, "tool") for h in hits])
 
     def _memory_get(self, session_id: str, args: dict[str, Any], private: bool) -> ToolResult:
-        path = args.get("path")
-        if not isinstance(path, str):
-            return ToolResult(False, "memory_get needs a 'path' string")
-        if not private and path.strip("/") in PRIVATE_FILES:
+        start, lines = args.get("from"), args.get("lines")
+        try:  # the model often passes the citations its recall showed it: path#L3-L9, path:12
+            path, first, count = get_args(
+                args.get("path"),
+                start if isinstance(start, int) else None,
+                lines if isinstance(lines, int) else None,
+            )
+        except InvalidInput as exc:
+            return ToolResult(False, f"memory_get: {exc}")
+        if not private and posixpath.normpath(path.replace("\\", "/")).strip("/") in PRIVATE_FILES:
             return ToolResult(False, f"{path} is private: not readable in a group session")
-        start = args.get("from")
-        lines = args.get("lines")
-        got = self.memory.get(
-            path, start if isinstance(start, int) else None, lines if isinstance(lines, int) else None
-        )
+        got = self.memory.get(path, first, count)
         citation = f"{got['path']}#L{got['from']}-L{got['from'] + max(0, got['lines'] - 1)}"
         return ToolResult(True, f"[{citation}]\n{got['text']}")
 
