@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+# The default chat provider ("auto") probes loopback ports for a running model server; a CI machine with
+# something on 8080 must not change what the tests talk to. Tests of the probe set their own ports.
+os.environ.setdefault("MNEMO_AGENT_AUTO_PORTS", "")
 
 WorkspaceBuilder = Callable[..., Path]
 

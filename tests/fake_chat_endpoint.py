@@ -1,6 +1,7 @@
 """A scripted OpenAI-compatible chat endpoint on loopback, for tests that run the real CLI or LSP server
 as a process (``[agent] provider = "openai"``) without a model.
 
+``GET /v1/models`` lists one model, ``scripted`` (what ``provider = "auto"`` probes).
 ``reply(messages) -> (text, finish_reason)`` decides each answer; it is streamed word by word as SSE
 chunks, ``delay_s`` apart. Tokenizer endpoints answer 404, so the provider estimates token counts.
 """
@@ -33,6 +34,17 @@ def chat_endpoint(reply: Reply, delay_s: float = 0.0) -> Iterator[Endpoint]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
             pass
+
+        def do_GET(self) -> None:  # what the auto provider probes
+            if not self.path.endswith("/v1/models"):
+                self.send_error(404)
+                return
+            body = json.dumps({"object": "list", "data": [{"id": "scripted", "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")

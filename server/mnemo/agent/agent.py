@@ -21,7 +21,9 @@ from .context import ContextBuilder, TurnContext
 from .flush import FlushReport, MemoryFlusher
 from .loop_guard import LoopGuard
 from .memory_writer import MemoryWriter
-from .providers import ChatProvider
+from .providers import ChatProvider, ProviderError
+from .providers.auto import ChatSelection
+from .providers.factory import selection_of
 from .sessions import Session, SessionKind, SessionStore
 from .tool_calls import DeltaGate, parse_tool_call, split_thoughts
 from .tools import MemoryAccess, ToolBox, ToolGate, args_text
@@ -89,6 +91,17 @@ class Agent:
             max_items=self.settings.flush_max_items,
         )
         self.compactor = Compactor(self.store, provider)
+
+    def model_info(self) -> ChatSelection:
+        """Which chat model answers (as chosen by the factory; loads nothing)."""
+        found = selection_of(self.provider)
+        if found is not None:
+            return found
+        try:
+            model = self.provider.model
+        except ProviderError as exc:
+            model = f"unavailable: {exc}"
+        return ChatSelection("configured", self.provider.name, model)
 
     def thresholds(self) -> Thresholds:
         s = self.settings

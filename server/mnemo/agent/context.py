@@ -1,6 +1,10 @@
 """Per-turn context: persona, MEMORY.md (private sessions only), daily notes, skills, automatic recall
 with citations, the compaction summary and the transcript tail, all measured with the model's tokenizer.
 
+A small window (``COMPACT_WINDOW`` tokens or less: the bundled model's) gets a compact context instead:
+the persona, the recalled snippets that matter (top-k under a quarter of the window) and an answer format
+a small model can follow; MEMORY.md, daily notes, skills and tools are reached through recall only.
+
 Nothing is cut silently: a file cut to fit says where in the prompt and in :attr:`TurnContext.notes`.
 """
 
@@ -31,11 +35,19 @@ TOOL_FORMAT = (
     '<tool_call>{"name": "memory_search", "arguments": {"query": "..."}}</tool_call>\n'
     "You will get the result and can then answer. Cite memory as path#Lx-Ly."
 )
+SNIPPET_CHARS = 300
 RELEVANT_COSINE = 0.35
 """A recalled hit with no query term in it counts as relevant only from this vector similarity up."""
 NOTHING_RECALLED = (
     "Memory search found nothing relevant to the user's question. If the answer is not in the memory "
     'shown above, say "I don\'t have that in memory" and do not invent one.'
+)
+COMPACT_WINDOW = 2048
+"""Context windows up to this many tokens get the compact context."""
+ANSWER_FORMAT = (
+    "Answer in one or two short sentences, using only the memory above. Quote the memory line that "
+    "answers the question and end with its citation in brackets, like [memory/notes.md#L3-L4]. If the "
+    'memory above does not answer it, say "I don\'t have that in memory."'
 )
 
 
@@ -133,10 +145,69 @@ class ContextBuilder:
             hits = [h for h in hits if h["path"] not in MEMORY_FILES]
         return [h for h in hits if _relevant(h)]
 
+    def budgeted(self, hits: list[dict[str, Any]], budget: int, notes: list[str]) -> list[dict[str, Any]]:
+        """The best-ranked hits whose snippets fit ``budget`` tokens together (the first one always)."""
+        chosen: list[dict[str, Any]] = []
+        used = 0
+        for hit in hits:
+            cost = self.provider.count_tokens(format_hits([hit], SNIPPET_CHARS)) + 1
+            if chosen and used + cost > budget:
+                break
+            chosen.append(hit)
+            used += cost
+        if len(chosen) < len(hits):
+            notes.append(f"{len(hits) - len(chosen)} recalled snippet(s) left out to fit the context")
+        return chosen
+
     # -- assembly ---------------------------------------------------------------------------------
     def build(self, session: Session, query: str, *, today: date | None = None) -> TurnContext:
         window = self.provider.context_window
         notes: list[str] = []
+        if window <= COMPACT_WINDOW:
+            parts, hits = self._compact_parts(session, query, notes)
+        else:
+            parts, hits = self._full_parts(session, query, today, notes)
+        summary = session.summary()
+        if summary:
+            parts.append("Summary of the earlier conversation:\n" + summary)
+        system = ChatMessage("system", "\n\n".join(parts))
+        system_tokens = self.provider.count_tokens(system.content) + MESSAGE_OVERHEAD_TOKENS
+        tail, tail_tokens = self.tail(session.live_events(), window - self.reply_tokens - system_tokens)
+        if len(tail) < len([e for e in session.live_events() if event_message(e)]):
+            notes.append("older turns left out to fit the context window")
+        return TurnContext(
+            [system, *tail],
+            [citation_of(h, "recall") for h in hits or ()],
+            system_tokens + tail_tokens,
+            system_tokens,
+            len(tail),
+            notes,
+        )
+
+    def _compact_parts(
+        self, session: Session, query: str, notes: list[str]
+    ) -> tuple[list[str], list[dict[str, Any]] | None]:
+        """Persona, the recalled snippets that matter and the answer format: what a small model can use."""
+        window = self.provider.context_window
+        parts: list[str] = []
+        for name in PERSONA_FILES:
+            text = self._read(name)
+            if text:
+                parts.append(self._fit(name, text, max(32, window // 16), notes))
+        if not parts:
+            parts.append("You are mnemo, a concise assistant that remembers.")
+        hits = self.recall(query, session.kind == "private", notes)
+        if hits:
+            hits = self.budgeted(hits, max(64, window // 4), notes)
+            parts.append("Memory:\n" + format_hits(hits, SNIPPET_CHARS) + "\n\n" + ANSWER_FORMAT)
+        elif hits is not None:
+            parts.append(NOTHING_RECALLED)
+        return parts, hits
+
+    def _full_parts(
+        self, session: Session, query: str, today: date | None, notes: list[str]
+    ) -> tuple[list[str], list[dict[str, Any]] | None]:
+        window = self.provider.context_window
         file_budget = max(64, window // 8)
         private = session.kind == "private"
         parts: list[str] = []
@@ -165,25 +236,10 @@ class ContextBuilder:
                 parts.append(f"Daily note {rel}:\n" + self._fit(rel, text, file_budget // 2, notes))
         hits = self.recall(query, private, notes)
         if hits:
-            parts.append("Relevant memory (cite as shown):\n" + format_hits(hits, 300))
+            parts.append("Relevant memory (cite as shown):\n" + format_hits(hits, SNIPPET_CHARS))
         elif hits is not None:  # recall ran and found nothing: say so rather than let the model invent
             parts.append(NOTHING_RECALLED)
-        summary = session.summary()
-        if summary:
-            parts.append("Summary of the earlier conversation:\n" + summary)
-        system = ChatMessage("system", "\n\n".join(parts))
-        system_tokens = self.provider.count_tokens(system.content) + MESSAGE_OVERHEAD_TOKENS
-        tail, tail_tokens = self.tail(session.live_events(), window - self.reply_tokens - system_tokens)
-        if len(tail) < len([e for e in session.live_events() if event_message(e)]):
-            notes.append("older turns left out to fit the context window")
-        return TurnContext(
-            [system, *tail],
-            [citation_of(h, "recall") for h in hits or ()],
-            system_tokens + tail_tokens,
-            system_tokens,
-            len(tail),
-            notes,
-        )
+        return parts, hits
 
     def tail(self, events: Sequence[dict[str, Any]], budget: int) -> tuple[list[ChatMessage], int]:
         """The newest events that fit ``budget`` tokens, oldest first (the newest is always kept)."""

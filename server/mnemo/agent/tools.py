@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from mnemo.citations import get_args
 from mnemo.embeddings import EmbeddingError
-from mnemo.limits import InvalidInput
 from mnemo.errors import MnemoError
+from mnemo.limits import InvalidInput
 from mnemo.workspace.layout import WorkspacePathError
 
 log = logging.getLogger(__name__)

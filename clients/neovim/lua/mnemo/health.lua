@@ -80,9 +80,15 @@ function M.check()
   else
     health.warn(embed, { 'keyword (BM25) search only: set [embedding] provider in mnemo.toml for vector search' })
   end
-  local chat = status.chat or status.agent or status.llm
-  if type(chat) == 'table' then
-    health.info('chat model: ' .. vim.inspect(chat, { newline = ' ', indent = '' }))
+  local chat = status.chatModel
+  if type(chat) == 'table' and type(chat.line) == 'string' then
+    if type(chat.note) == 'string' and chat.note ~= '' then
+      health.warn(chat.line, { chat.note })
+    else
+      health.ok(chat.line)
+    end
+  else
+    health.info('chat model: not reported by this server')
   end
 end
 

@@ -13,7 +13,9 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mnemo import native_probe
 from mnemo.embeddings import EmbeddingError
@@ -23,12 +25,24 @@ from .base import ChatMessage, ChatStream, DeltaSource, ProviderError, TokenCach
 from .model_client import ModelCrashed, ModelProcess, child_command
 from .model_file import locate_chat_model
 
+if TYPE_CHECKING:
+    from .auto import ChatSelection
+
 log = logging.getLogger(__name__)
 
 LOCAL_MAX_CONTEXT = 8192
 """Upper bound on the context allocated by default (CPU memory and prompt time grow with it)."""
 
 OFF_HINT = 'if it keeps crashing, set [agent] extra_buffer_types = "off" in mnemo.toml'
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Penalties that keep a small model from repeating itself (``[agent]`` settings)."""
+
+    repeat_penalty: float = 1.15
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
 
 
 class LocalChatProvider:
@@ -45,8 +59,12 @@ class LocalChatProvider:
         threads: int = 0,
         extra_buffer_types: str = "auto",
         command: Callable[[], Sequence[str]] = child_command,
+        sampling: Sampling | None = None,
+        selection: ChatSelection | None = None,
     ) -> None:
         self._model_path = model_path
+        self._sampling = sampling or Sampling()
+        self.selection = selection
         self._cache_dir = cache_dir
         self._requested_window = context_window
         self._threads = threads if threads > 0 else default_threads()
@@ -185,6 +203,9 @@ class LocalChatProvider:
                 "messages": [{"role": m.role, "content": m.content} for m in messages],
                 "max_tokens": max_tokens,
                 "temperature": temperature,
+                "repeat_penalty": self._sampling.repeat_penalty,
+                "frequency_penalty": self._sampling.frequency_penalty,
+                "presence_penalty": self._sampling.presence_penalty,
             }
             self._generating = threading.get_ident()
             try:

@@ -6,7 +6,8 @@ server (:mod:`mnemo.agent.providers.model_client`) sees end of file and reports 
 
 - ``{"op": "load", "path", "n_ctx", "threads", "extra_buffer_types"}`` → ``{"ok": true, "n_ctx": N}``
 - ``{"op": "count", "text"}`` → ``{"ok": true, "tokens": N}``
-- ``{"op": "generate", "messages", "max_tokens", "temperature"}`` → ``{"delta": "..."}`` lines, then
+- ``{"op": "generate", "messages", "max_tokens", "temperature"}`` (optional ``repeat_penalty``,
+  ``frequency_penalty``, ``presence_penalty``) → ``{"delta": "..."}`` lines, then
   ``{"ok": true, "finish": "stop" | "length" | "cancelled"}``
 - ``{"op": "cancel"}`` (no answer): the running generation stops at its next token.
 
@@ -107,6 +108,9 @@ class ModelServer:
             stream=True,
             max_tokens=int(request["max_tokens"]),
             temperature=float(request["temperature"]),
+            repeat_penalty=float(request.get("repeat_penalty", 1.0)),
+            frequency_penalty=float(request.get("frequency_penalty", 0.0)),
+            presence_penalty=float(request.get("presence_penalty", 0.0)),
         )
         finish = "stop"
         try:

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -20,10 +20,21 @@ from mnemo.policy.outbound import redact_outbound_many
 from .base import ChatMessage, ChatStream, DeltaSource, ProviderError, TokenCache, estimate_tokens
 from .sse import iter_sse, raise_for_status
 
+if TYPE_CHECKING:
+    from .auto import ChatSelection
+
 log = logging.getLogger(__name__)
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080/v1"
 DEFAULT_WINDOW = 8192
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def is_loopback(url: str) -> bool:
+    try:
+        return httpx.URL(url).host in LOOPBACK_HOSTS
+    except httpx.InvalidURL:
+        return False
 
 
 class OpenAIChatProvider:
@@ -38,9 +49,23 @@ class OpenAIChatProvider:
         context_window: int = 0,
         timeout_s: float = 120.0,
         transport: httpx.BaseTransport | None = None,
+        repeat_penalty: float = 1.0,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        selection: ChatSelection | None = None,
     ) -> None:
         self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
         self._model = model or "default"
+        self.selection = selection
+        # OpenAI's own API refuses fields it does not know: repeat_penalty (llama.cpp's) goes to loopback
+        # servers only; the OpenAI penalties only when set.
+        self._sampling: dict[str, float] = {}
+        if repeat_penalty != 1.0 and is_loopback(self.endpoint):
+            self._sampling["repeat_penalty"] = repeat_penalty
+        if frequency_penalty:
+            self._sampling["frequency_penalty"] = frequency_penalty
+        if presence_penalty:
+            self._sampling["presence_penalty"] = presence_penalty
         key = os.environ.get(api_key_env or "OPENAI_API_KEY", "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.Client(
@@ -121,6 +146,7 @@ class OpenAIChatProvider:
             "stream": True,
             "max_tokens": max_tokens,
             "temperature": temperature,
+            **self._sampling,
         }
         return ChatStream(self._generate(body), cancel)
 
