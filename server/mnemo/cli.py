@@ -78,6 +78,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="bring the index up to date (progress on stderr)")
     _add_common(p)
     p.add_argument("--full", action="store_true", help="rebuild from scratch instead of incrementally")
+    wait = p.add_mutually_exclusive_group()
+    wait.add_argument(
+        "--wait",
+        dest="wait",
+        action="store_true",
+        default=True,
+        help="embed every chunk before exiting (the default; the keyword index is committed first, "
+        "so search works from the first seconds)",
+    )
+    wait.add_argument(
+        "--no-wait",
+        dest="wait",
+        action="store_false",
+        help="exit once the keyword index is committed; the chunks left without vectors are embedded "
+        "by the next `mnemo index` or the editor's server, and searched by keyword meanwhile",
+    )
     p.add_argument(
         "--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider"
     )
@@ -148,7 +164,13 @@ def _extension_commands() -> list[Any]:
     ]
 
 
-CLI_EXTENSIONS = ("mnemo.cli_vcs", "mnemo.cli_chat", "mnemo.cli_policy", "mnemo.cli_gateway")
+CLI_EXTENSIONS = (
+    "mnemo.cli_vcs",
+    "mnemo.cli_chat",
+    "mnemo.cli_policy",
+    "mnemo.cli_gateway",
+    "mnemo.cli_security",
+)
 """Modules with ``add_commands(subparsers, add_common)``; each is optional."""
 
 
@@ -293,18 +315,27 @@ def _run(args: argparse.Namespace) -> int:
     memory = services.memory
     try:
         if args.command == "index":
-            report = memory.sync(full=args.full, progress=ProgressBar(), replace="any")  # may rebuild
+            report = memory.sync(  # may rebuild
+                full=args.full,
+                progress=ProgressBar(),
+                replace="any",
+                vectors="wait" if args.wait else "later",
+            )
             print(
                 f"indexed {report.files_indexed} changed file(s) of {report.files_seen}, removed "
                 f"{report.files_removed}; embedded {report.chunks_embedded} chunk(s), reused "
                 f"{report.chunks_reused} in {report.seconds:.1f}s{' (full rebuild)' if report.rebuilt else ''}"
+                f"; searchable after {report.keyword_seconds:.1f}s"
             )
+            if report.chunks_pending:
+                print(f"{report.chunks_pending:,} chunk(s) wait for vectors (searched by keyword meanwhile)")
             for path, file_problem in report.problems:
                 print(f"warning: {path}: {file_problem}", file=sys.stderr)
             return 0
         if args.command == "search":
             if not args.no_sync:
-                memory.sync(progress=ProgressBar(), replace="none")  # a read never rebuilds
+                # A read never rebuilds, nor waits for more than a few vectors.
+                memory.sync(progress=ProgressBar(), replace="none", vectors="few")
             outcome = memory.search(
                 args.query, max_results=args.max_results, min_score=args.min_score, sources=args.sources
             )
@@ -323,6 +354,9 @@ def _run(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(status, ensure_ascii=False, indent=2))
             else:
+                vectors = status.get("vectors") or {}
+                if vectors.get("embedded", 0) < vectors.get("chunks", 0):  # hybrid, 1,240 of 4,100 ...
+                    status["mode"] += f", {vectors['embedded']:,} of {vectors['chunks']:,} chunks embedded"
                 for key in ("workspace", "index", "files", "chunks", "mode", "provider", "model", "dims"):
                     print(f"{key:10} {status[key]}")
                 for note in status.get("notes", []):  # e.g. built for another model

@@ -69,6 +69,7 @@ def _sync_loop(shared: Any, stop: threading.Event, every_s: float) -> None:
 
 def run_gateway(args: argparse.Namespace) -> int:
     from mnemo.gateway.auth import default_token_file, ensure_token_file
+    from mnemo.gateway.constraints import server_ssl_context
     from mnemo.gateway.server import Gateway, check_bind
     from mnemo.gateway.settings import load_gateway_settings
     from mnemo.services import build_services
@@ -79,7 +80,8 @@ def run_gateway(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"warning: mnemo.toml: {problem}", file=sys.stderr)
     host = args.host or settings.host
-    check_bind(host, settings.auth.configured)
+    tls = server_ssl_context(root, settings.tls_cert, settings.tls_key)  # a bad cert: exit 1, said plainly
+    check_bind(host, settings.auth.configured, tls=tls is not None, require_tls=settings.require_tls)
     token_file = None
     if not settings.auth.configured:
         token_file = default_token_file()
@@ -107,6 +109,10 @@ def run_gateway(args: argparse.Namespace) -> int:
             + (f" (token file {token_file})" if token_file else "")
         )
         print(f"agents     {', '.join(a.id for a in settings.agents)} (default {settings.default_agent})")
+        print(f"tls        {'on (wss://, https://)' if tls else 'off (ws://)'}")
+        print(f"allow_from {', '.join(settings.allow_from) or 'any address'}")
+        for role, rules in settings.roles.items():
+            print(f"role       {role}: allow {rules.allow or '-'}, deny {rules.deny or '-'}")
         for state in gateway.channel_states():
             print(
                 f"channel    {state['name']}: {state['state']} {state.get('problem', state.get('endpoint', ''))}"
@@ -156,7 +162,12 @@ async def _serve(
     if lifeline.watch_stdin_hangup() or parent is not None:
         lifeline.start()
     bound = await gateway.start(host, port)
-    print(f"mnemo gateway on ws://{host}:{bound}/rpc (workspace {gateway.root})", file=sys.stderr, flush=True)
+    scheme = "wss" if gateway.settings.tls_cert else "ws"
+    print(
+        f"mnemo gateway on {scheme}://{host}:{bound}/rpc (workspace {gateway.root})",
+        file=sys.stderr,
+        flush=True,
+    )
     if token_file:
         print(f"auth: token in {token_file} (mode 0600)", file=sys.stderr, flush=True)
     print(

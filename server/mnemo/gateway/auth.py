@@ -60,8 +60,9 @@ class RateLimited(MnemoError):
         self.retry_after_s = retry_after_s
 
 
-def role_allows(role: str | None, method: str) -> bool:
-    return method in (PERMISSIONS.get(role, ANYONE) if role else ANYONE)
+def role_allows(role: str | None, method: str, table: dict[str, frozenset[str]] | None = None) -> bool:
+    """Whether ``role`` may call ``method`` by ``table`` (default: the built-in :data:`PERMISSIONS`)."""
+    return method in ((table or PERMISSIONS).get(role, ANYONE) if role else ANYONE)
 
 
 def lower_role(granted: str, asked: str | None) -> str:

@@ -142,7 +142,7 @@ class RpcFront:
             method = message.get("method")
             if not isinstance(method, str) or method not in self.methods:
                 raise RpcError(METHOD_NOT_FOUND, f"unknown method {method!r}")
-            if not role_allows(conn.role, method):
+            if not role_allows(conn.role, method, self.gateway.permissions):
                 raise RpcError(
                     FORBIDDEN,
                     f"{method} is not allowed for "

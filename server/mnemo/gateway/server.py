@@ -11,6 +11,7 @@ import ipaddress
 import logging
 import os
 import socket
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -23,6 +24,7 @@ from mnemo.errors import MnemoError
 
 from .auth import Authenticator
 from .channels.base import Channel, ChannelError, load_channel_class
+from .constraints import AddressFilter, role_table, server_ssl_context
 from .core import ChatAgent, GatewayCore, GatewayReply
 from .lanes import UserSlots
 from .routing import InboundMessage
@@ -63,11 +65,19 @@ def is_loopback(host: str) -> bool:
             return False
 
 
-def check_bind(host: str, auth_configured: bool) -> None:
-    if not is_loopback(host) and not auth_configured:
+def check_bind(host: str, auth_configured: bool, *, tls: bool = False, require_tls: bool = False) -> None:
+    if is_loopback(host):
+        return
+    if not auth_configured:
         raise BindRefused(
             f"refusing to listen on {host}, which other machines can reach, without auth: set "
             "MNEMO_GATEWAY_TOKEN or MNEMO_GATEWAY_PASSWORD (or [gateway.auth] in mnemo.toml) first"
+        )
+    if require_tls and not tls:
+        raise BindRefused(
+            f"refusing to listen on {host}, which other machines can reach, without TLS: set "
+            "gateway.tls_cert and gateway.tls_key in mnemo.toml (or gateway.require_tls = false when a "
+            "TLS proxy in front of it terminates the connections)"
         )
 
 
@@ -95,7 +105,13 @@ class Gateway:
         self.channels: dict[str, Channel] = {}
         self.channel_problems: dict[str, str] = {}
         self.memory_slots = UserSlots(settings.max_memory_calls_per_user)
-        self.app = web.Application(client_max_size=settings.max_frame_bytes)
+        self.permissions, self.setting_problems = role_table(settings.roles, self.rpc.methods)
+        for problem in self.setting_problems:
+            log.warning("mnemo.toml: %s", problem)
+        self.address_filter = AddressFilter(settings.allow_from)
+        self.app = web.Application(
+            client_max_size=settings.max_frame_bytes, middlewares=[self.address_filter.middleware]
+        )
         self.app.router.add_get("/health", self._health)
         self.app.router.add_get("/rpc", self.rpc.handle_ws)
         self._load_channels()
@@ -221,15 +237,22 @@ class Gateway:
     async def start(self, host: str | None = None, port: int | None = None) -> int:
         """Listen; returns the port (useful with port 0)."""
         host = host or self.settings.host
-        check_bind(host, self.settings.auth.configured)
+        tls = self.ssl_context()
+        check_bind(
+            host, self.settings.auth.configured, tls=tls is not None, require_tls=self.settings.require_tls
+        )
         self._loop = asyncio.get_running_loop()
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, self.settings.port if port is None else port)
+        site = web.TCPSite(self._runner, host, self.settings.port if port is None else port, ssl_context=tls)
         await site.start()
         for channel in self.channels.values():
             await channel.start()
         return int(self._runner.addresses[0][1])
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of ``tls_cert``/``tls_key`` (None: plain ws://); TlsSettingsError when unusable."""
+        return server_ssl_context(self.root, self.settings.tls_cert, self.settings.tls_key)
 
     async def stop(self) -> None:
         for channel in self.channels.values():

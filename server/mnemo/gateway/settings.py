@@ -8,6 +8,7 @@ is used: a broken table never stops the gateway, but a broken auth setting refus
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ Role = Literal["guest", "user", "admin"]
 ROLES: tuple[str, ...] = get_args(Role)
 DmScope = Literal["main", "per-peer", "per-channel-peer"]
 Reset = Literal["never", "daily", "idle"]
+LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 ROUTE_FIELDS = ("peer", "parent_thread", "guild", "team", "account", "channel")
 """The fields a route can match, most specific first: the order in which routes are tried."""
 
@@ -78,6 +80,15 @@ class RouteRule:
 
 
 @dataclass
+class MethodRules:
+    """``[gateway.roles.<role>]``: methods added to (``allow``) and taken from (``deny``) the built-in role
+    table; fnmatch patterns like ``"memory.*"``. Deny wins."""
+
+    allow: list[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
+
+
+@dataclass
 class GatewaySettings:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -94,6 +105,16 @@ class GatewaySettings:
     """Longest chat message (``chat.send`` text, any channel's message); longer ones are refused."""
     max_memory_calls_per_user: int = 2
     """Memory calls (search, get) one principal may have running at once; more get a busy error."""
+    tls_cert: str = ""
+    """PEM certificate (chain) for wss:// and https:// (relative paths: from the workspace)."""
+    tls_key: str = ""
+    """PEM private key of ``tls_cert`` (keep it mode 0600)."""
+    require_tls: bool = True
+    """A non-loopback host without ``tls_cert``/``tls_key`` is refused (set false behind a TLS proxy)."""
+    allow_from: list[str] = field(default_factory=list)
+    """Client networks (``"10.0.0.0/8"``, ``"127.0.0.1/32"``) allowed to connect (WebSocket, webhooks,
+    every route); others get HTTP 403 before auth. Empty: anyone who can reach the port."""
+    roles: dict[str, MethodRules] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)
     agents: list[AgentProfile] = field(default_factory=lambda: [AgentProfile("main")])
     default_agent: str = "main"
@@ -165,7 +186,14 @@ def gateway_settings_from_dict(
     env = os.environ if env is None else env
     problems: list[str] = []
     s = GatewaySettings()
-    _fill(s, raw, "gateway", problems, skip=frozenset({"auth", "session", "agents", "routes", "channels"}))
+    _fill(
+        s,
+        raw,
+        "gateway",
+        problems,
+        skip=frozenset({"auth", "session", "agents", "routes", "channels", "allow_from", "roles"}),
+    )
+    _constraints(s, raw, problems)
     for name, table in (("auth", raw.get("auth", {})), ("session", raw.get("session", {}))):
         if not isinstance(table, dict):
             problems.append(f"gateway.{name}: expected a table like [gateway.{name}]; ignored")
@@ -229,6 +257,53 @@ def gateway_settings_from_dict(
             else:
                 problems.append(f"gateway.channels.{name}: expected a table; ignored")
     return s, problems
+
+
+def _networks(value: Any, problems: list[str]) -> list[str]:
+    """``allow_from`` entries as normalised networks; a list given with no valid entry falls back to
+    loopback only (fail closed: a typo must not open the gateway to everyone)."""
+    if not isinstance(value, list):
+        problems.append('gateway.allow_from: expected a list of networks like ["10.0.0.0/8"]; loopback only')
+        return list(LOOPBACK_NETWORKS)
+    found: list[str] = []
+    for item in value:
+        try:
+            found.append(str(ipaddress.ip_network(str(item), strict=False)))
+        except ValueError:
+            problems.append(f"gateway.allow_from: {item!r} is not an address or network; skipped")
+    if value and not found:
+        problems.append("gateway.allow_from: no valid network; loopback only")
+        return list(LOOPBACK_NETWORKS)
+    return found
+
+
+def _patterns(value: Any, where: str, problems: list[str]) -> list[str]:
+    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    problems.append(f"{where}: expected a list of method names or patterns; ignored")
+    return []
+
+
+def _constraints(s: GatewaySettings, raw: Mapping[str, Any], problems: list[str]) -> None:
+    """``allow_from`` and ``[gateway.roles.*]`` (lists and tables, which ``_fill`` does not take)."""
+    if "allow_from" in raw:
+        s.allow_from = _networks(raw["allow_from"], problems)
+    roles = raw.get("roles", {})
+    if not isinstance(roles, dict):
+        problems.append("gateway.roles: expected tables like [gateway.roles.user]; ignored")
+        return
+    for role, table in roles.items():
+        where = f"gateway.roles.{role}"
+        if role not in ROLES or not isinstance(table, dict):
+            problems.append(f"{where}: expected a table for one of {', '.join(ROLES)}; ignored")
+            continue
+        unknown = sorted(set(table) - {"allow", "deny"})
+        if unknown:
+            problems.append(f"{where}: unknown keys {', '.join(unknown)} (known: allow, deny)")
+        s.roles[role] = MethodRules(
+            _patterns(table.get("allow", []), f"{where}.allow", problems),
+            _patterns(table.get("deny", []), f"{where}.deny", problems),
+        )
 
 
 def load_gateway_settings(

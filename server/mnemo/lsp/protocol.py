@@ -25,6 +25,8 @@ RESOLVE_APPROVAL = "mnemo/resolveApproval"
 EXEC = "mnemo/exec"
 AUDIT_VERIFY = "mnemo/auditVerify"
 RISK_STATUS = "mnemo/riskStatus"
+SECURITY_AUDIT = "mnemo/securityAudit"
+"""Client -> server request, no params; the result is ``SecurityReport.as_dict()`` (docs/protocol.md)."""
 
 COMMIT = "mnemo/commit"
 HISTORY = "mnemo/history"

@@ -11,6 +11,7 @@ from mnemo.lsp.handlers import (
     insight,
     lifecycle,
     search,
+    security,
     vcs,
 )
 from mnemo.lsp.server import MnemoLanguageServer
@@ -25,4 +26,5 @@ def register_features(server: MnemoLanguageServer) -> None:
     diagnostics.register(server)
     actions.register(server)
     vcs.register(server)
+    security.register(server)
     chat.register(server)  # last: another module may own textDocument/codeAction
