@@ -1,4 +1,11 @@
-"""Layering rules, checked on the source with ``ast``: the LSP stack stays out of the core."""
+"""Layering rules, checked on the source with ``ast``: the LSP stack stays out of the core, the core never
+imports a front or the composition root, the fronts stay apart, and no mnemo module is in an import circle.
+
+Layers (docs/architecture.md):
+- fronts: ``mnemo.lsp``, ``mnemo.gateway``, ``mnemo.cli`` and every ``mnemo.cli_*``, ``mnemo.__main__``;
+- the composition root and what reads every front's settings: :data:`ROOT`;
+- the core: every other package and module of ``mnemo`` (found on disk, so a new one is covered).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "server" / "mnemo"
 LSP_LIBRARIES = {"pygls", "lsprotocol"}
-CORE = ("workspace", "index", "search", "markdown", "text", "embeddings", "secrets", "policy")
-FRONT_ENDS = ("mnemo.lsp", "mnemo.cli", "mnemo.services")
+FRONTS = ("mnemo.lsp", "mnemo.gateway", "mnemo.cli", "mnemo.__main__")
+"""Front packages and modules; ``mnemo.cli_*`` modules are fronts too (:func:`is_front`)."""
+ROOT = ("mnemo.services", "mnemo.security_audit", "mnemo.security_checks")
+"""The composition root, and the security audit, which reads every front's settings (the gateway's too)."""
 
 
 def _module_name(path: Path) -> str:
@@ -21,24 +30,61 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports(path: Path) -> set[str]:
-    """Every module ``path`` imports, relative imports resolved, at any depth (function bodies too)."""
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def is_front(module: str) -> bool:
+    return _within(module, FRONTS) or module.startswith("mnemo.cli_")
+
+
+def is_root(module: str) -> bool:
+    return _within(module, ROOT)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(tree: ast.AST, *, type_checking: bool) -> list[ast.Import | ast.ImportFrom]:
+    """Every import at any depth (function bodies too); ``if TYPE_CHECKING:`` bodies only when asked."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test) and not type_checking:
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def imports(path: Path, *, type_checking: bool = True) -> set[str]:
+    """Every module ``path`` imports, relative imports resolved, at any depth (function bodies too);
+    ``from m import x`` gives both ``m`` and ``m.x``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = _module_name(path).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _import_nodes(tree, type_checking=type_checking):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - node.level + 1]
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names)
+            continue
+        if node.level:
+            base = package[: len(package) - node.level + 1]
+            module = ".".join([*base, node.module] if node.module else base)
+        else:
+            module = node.module or ""
+        found.add(module)
+        found.update(f"{module}.{alias.name}" for alias in node.names)
     return found
 
 
@@ -48,14 +94,118 @@ def _sources() -> list[Path]:
     return files
 
 
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in _sources()}
+
+
+def _targets(node: ast.Import | ast.ImportFrom, package: list[str], modules: set[str]) -> set[str]:
+    """The mnemo modules one import statement runs: ``from pkg import x`` is ``pkg.x`` when that is a
+    module, else ``pkg`` (a name its ``__init__`` defines)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names if alias.name in modules}
+    if node.level:
+        base = package[: len(package) - node.level + 1]
+        module = ".".join([*base, node.module] if node.module else base)
+    else:
+        module = node.module or ""
+    found = set()
+    for alias in node.names:
+        if f"{module}.{alias.name}" in modules:
+            found.add(f"{module}.{alias.name}")
+        elif module in modules:
+            found.add(module)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """mnemo module -> the mnemo modules it imports at run time (lazy imports included, TYPE_CHECKING not)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets: set[str] = set()
+        for node in _import_nodes(tree, type_checking=False):
+            targets |= _targets(node, package, set(modules))
+        graph[name] = targets - {name}
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def connect(v: str) -> None:  # the package graph is shallow: recursion is fine
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return sorted(cycles)
+
+
+def _path_in(cycle: list[str], graph: dict[str, set[str]]) -> str:
+    """One circle through the component, for the failure message: a -> b -> a."""
+    members, start = set(cycle), cycle[0]
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        v = queue.pop(0)
+        for w in sorted(graph[v] & members):
+            if w == start:
+                return " -> ".join([*paths[v], start])
+            if w not in paths:
+                paths[w] = [*paths[v], w]
+                queue.append(w)
+    return " / ".join(cycle)
+
+
 def _hits(found: set[str], prefixes: set[str] | tuple[str, ...]) -> list[str]:
     return sorted(m for m in found if any(m == p or m.startswith(p + ".") for p in prefixes))
+
+
+def core_units() -> list[str]:
+    """Top-level core packages and modules of mnemo (everything that is neither a front nor root)."""
+    units = {".".join(name.split(".")[:2]) for name in _modules() if name != "mnemo"}
+    return sorted(u for u in units if not is_front(u) and not is_root(u))
 
 
 def test_imports_resolver() -> None:
     path = PACKAGE / "index" / "indexer.py"
     found = imports(path)
     assert "mnemo.index.store" in found and "mnemo.config" in found
+
+
+def test_layers_cover_every_module() -> None:
+    units = core_units()
+    for expected in ("mnemo.agent", "mnemo.memory_service", "mnemo.index_sharing", "mnemo.policy"):
+        assert expected in units
+    assert is_front("mnemo.cli_chat") and is_front("mnemo.cli") and is_front("mnemo.gateway.rpc")
+    assert not is_front("mnemo.citations") and not is_front("mnemo.client")  # prefixes, not substrings
+    for name in ROOT:
+        assert name in _modules(), f"{name} is listed in ROOT but does not exist"
 
 
 def test_lsp_libraries_only_in_lsp_package() -> None:
@@ -70,9 +220,57 @@ def test_lsp_libraries_only_in_lsp_package() -> None:
     assert offenders == {}
 
 
-@pytest.mark.parametrize("package", CORE)
-def test_core_does_not_import_front_ends(package: str) -> None:
-    base = PACKAGE / package
-    files = sorted(base.rglob("*.py")) if base.is_dir() else []
-    offenders = {str(p.relative_to(PACKAGE)): _hits(imports(p), FRONT_ENDS) for p in files}
-    assert {k: v for k, v in offenders.items() if v} == {}
+@pytest.mark.parametrize("unit", core_units())
+def test_core_does_not_import_front_ends_or_the_root(unit: str) -> None:
+    offenders = {}
+    for name, path in _modules().items():
+        if _within(name, (unit,)):
+            bad = sorted(m for m in imports(path) if m.startswith("mnemo.") and (is_front(m) or is_root(m)))
+            if bad:
+                offenders[str(path.relative_to(PACKAGE))] = bad
+    assert offenders == {}
+
+
+@pytest.mark.parametrize(
+    ("front", "others"), [("mnemo.lsp", ("mnemo.gateway",)), ("mnemo.gateway", ("mnemo.lsp",))]
+)
+def test_fronts_stay_apart(front: str, others: tuple[str, ...]) -> None:
+    """The editor's server and the gateway share the core, never each other (nor the CLI)."""
+    offenders = {}
+    for name, path in _modules().items():
+        if _within(name, (front,)):
+            bad = sorted(m for m in imports(path) if _within(m, others) or m.startswith("mnemo.cli"))
+            if bad:
+                offenders[name] = bad
+    assert offenders == {}
+
+
+def test_cycle_finder_finds_circles_and_skips_type_checking_imports(tmp_path: Path) -> None:
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+    source = tmp_path / "x.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mnemo.a\n"
+        "def f():\n    import mnemo.b\n",
+        encoding="utf-8",
+    )
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    names = {a.name for n in _import_nodes(tree, type_checking=False) for a in n.names}
+    assert names == {"TYPE_CHECKING", "mnemo.b"}  # the lazy import counts, the TYPE_CHECKING one not
+
+
+def test_no_import_circles() -> None:
+    """No mnemo module reaches itself through imports, lazy imports inside functions included (only
+    ``if TYPE_CHECKING:`` imports are left out: they never run)."""
+    graph = import_graph()
+    assert (
+        "mnemo.lsp.server" in graph["mnemo.lsp.setup"]
+        and "mnemo.gateway.rpc" in graph["mnemo.gateway.server"]
+    )
+    assert [_path_in(c, graph) for c in find_cycles(graph)] == []
+
+
+def test_the_rpc_front_is_given_what_it_uses_not_the_gateway() -> None:
+    """gateway/server.py builds the RPC front; the front never imports it back, not even for types."""
+    assert not _hits(imports(PACKAGE / "gateway" / "rpc.py"), ("mnemo.gateway.server",))
+    assert not _hits(imports(PACKAGE / "lsp" / "server.py"), ("mnemo.lsp.setup", "mnemo.lsp.handlers"))

@@ -300,7 +300,7 @@ def _run(args: argparse.Namespace) -> int:
     from mnemo.services import build_services
 
     if args.command == "serve":
-        from mnemo.lsp.server import serve
+        from mnemo.lsp.setup import serve
 
         # Without --workspace the client says which folder it opened (initialize's root).
         return serve(args.workspace.resolve() if args.workspace else None, ws=args.ws)

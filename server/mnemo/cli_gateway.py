@@ -11,7 +11,12 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mnemo.agent import ChatReply
+    from mnemo.gateway.server import Gateway
+    from mnemo.index_sharing import SharedMemory
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +62,7 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
     p.set_defaults(run=run_gateway)
 
 
-def _sync_loop(shared: Any, stop: threading.Event, every_s: float) -> None:
+def _sync_loop(shared: SharedMemory, stop: threading.Event, every_s: float) -> None:
     """While this process writes the index, pick up files changed by others (agents, channels, git)."""
     while not stop.wait(every_s):
         if shared.is_writer:
@@ -90,14 +95,14 @@ def run_gateway(args: argparse.Namespace) -> int:
     services = build_services(root)
     for config_problem in services.problems:
         print(f"warning: {config_problem}", file=sys.stderr)
-    shared = services.share_index("gateway")
+    shared = services.share_index("gateway")  # first: the agent then searches through it too
     if not args.no_sync:
         shared.on_writer = lambda: _quiet_sync(shared)
     gateway = Gateway(
         root,
         settings,
         services.agent,
-        shared,
+        shared,  # the agent's memory too (Services.process_memory): the writer's index when following
         services.memory.indexer.dir / "gateway-sessions.json",
         approvals=services.approvals,  # the agent's tool gate asks this queue; admins answer over RPC
     )
@@ -129,13 +134,13 @@ def run_gateway(args: argparse.Namespace) -> int:
         services.close()
 
 
-def _reindex_if_written(shared: Any, reply: Any) -> None:
+def _reindex_if_written(shared: SharedMemory, reply: ChatReply) -> None:
     """A turn whose tools ran or that flushed memory may have written files: have the writer re-index."""
-    if getattr(reply, "tool_calls", 0) or getattr(reply, "flush", None) is not None:
+    if reply.tool_calls or reply.flush is not None:
         shared.changed()
 
 
-def _quiet_sync(shared: Any) -> None:
+def _quiet_sync(shared: SharedMemory) -> None:
     try:
         report = shared.memory.sync()
         log.info("index up to date: %d file(s) indexed of %d", report.files_indexed, report.files_seen)
@@ -144,7 +149,7 @@ def _quiet_sync(shared: Any) -> None:
 
 
 async def _serve(
-    gateway: Any, host: str, port: int | None, token_file: Any, writer: bool, parent: int | None
+    gateway: Gateway, host: str, port: int | None, token_file: Any, writer: bool, parent: int | None
 ) -> int:
     from mnemo.lifeline import Lifeline, exit_by
 

@@ -121,6 +121,7 @@ class SharedMemory:
             tmp.write_text(json.dumps(info), encoding="utf-8")
             os.replace(tmp, self.dir / INFO_FILE)
             log.info("%s is the index writer for %s", self.role, self.dir)
+            self.memory.embed_in_background()  # a server: syncs return once keywords are searchable
         if self.on_writer is not None:
             threading.Thread(target=self.on_writer, name="mnemo-writer-sync", daemon=True).start()
         return True
@@ -196,7 +197,10 @@ class SharedMemory:
     def _answer(self, request: dict[str, Any]) -> Any:
         op, args = request.get("op"), request.get("args", {})
         if op == "search":
-            return self.memory.search(args["query"], max_results=args.get("maxResults")).as_dict()
+            found = self.memory.search(
+                args["query"], max_results=args.get("maxResults"), record=args.get("record", True)
+            )
+            return found.as_dict()
         if op == "status":
             return self.memory.status()
         if op == "changed":
@@ -223,12 +227,14 @@ class SharedMemory:
                 time.sleep(0.2)  # the writer is changing hands; try again (or take the lease)
         raise IndexUnavailable("the index writer (another mnemo process) is not answering; try again")
 
-    def search(self, query: str, *, max_results: int | None = None) -> Any:
+    def search(self, query: str, *, max_results: int | None = None, record: bool = True) -> Any:
+        """Searched by the writer; ``record=False``: not counted in retrieval statistics."""
         if not self.is_writer:
-            got = self._remote({"op": "search", "args": {"query": query, "maxResults": max_results}})
+            args = {"query": query, "maxResults": max_results, "record": record}
+            got = self._remote({"op": "search", "args": args})
             if got is not None:
                 return _Outcome(got)
-        return self.memory.search(query, max_results=max_results)
+        return self.memory.search(query, max_results=max_results, record=record)
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
         return self.memory.get(path, from_line, lines)

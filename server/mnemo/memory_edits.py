@@ -110,6 +110,19 @@ def delete_lines_edit(path: str, text: str, start_line: int, end_line: int) -> T
     return TextEdit(path, (prev, utf16_col(lines[prev], len(lines[prev]))), end, "")
 
 
+def duplicate_body_lines(text: str, start_line: int, end_line: int) -> tuple[int, int]:
+    """The 1-based lines of a duplicate chunk to remove: its leading headings (and the blank lines
+    between them) stay, since later sections may live under them; an all-heading chunk keeps all."""
+    lines = text.split("\n")
+    first = start_line
+    while first <= end_line and first <= len(lines):
+        stripped = lines[first - 1].strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        first += 1
+    return (first, end_line) if first <= end_line else (end_line + 1, end_line)
+
+
 def selected_lines(text: str, first_line: int, last_line: int) -> list[str]:
     """Lines ``first_line..last_line`` (0-based, inclusive) of ``text``."""
     return text.split("\n")[first_line : last_line + 1]

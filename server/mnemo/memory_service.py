@@ -12,14 +12,16 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import duckdb
 import pyarrow as pa
 
+from mnemo.background_vectors import PendingVectors
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
 from mnemo.errors import IndexBusy, IndexUnavailable, MnemoError
+from mnemo.index import pending
 from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
 from mnemo.index.repair import BROKEN_DATABASE
 from mnemo.index.store import ChunkStore
@@ -36,6 +38,15 @@ PENDING_WAIT_S = 2.0
 """How long a search waits for the writer to apply pending edits before answering with a note."""
 RETRIEVAL_FLUSH_DELAY_S = 0.5
 """Search results are written to the retrievals table this long after a search, off its path."""
+
+FEW_PENDING = pending.EMBED_BATCH
+"""``vectors="few"``: at most this many pending chunks are embedded before a read answers."""
+
+Vectors = Literal["wait", "background", "later", "few"]
+"""When a sync's pending chunks get their vectors (the keyword side is always committed first):
+``wait`` before it returns; ``background`` on the embedding thread (:meth:`MemoryService.embed_in_background`);
+``later`` not in this call; ``few`` now when at most FEW_PENDING are pending (a read: `mnemo search`),
+else later. Default: ``background`` once the thread was started, else ``wait``."""
 
 T = TypeVar("T")
 
@@ -86,6 +97,10 @@ class MemoryService:
         """Search results waiting for the writer (recorded in the index's ``retrievals`` table)."""
         self._recoveries = 0
         """Repairs after DuckDB internal errors (calls that failed on one database repair it once)."""
+        self.vectors = PendingVectors(
+            self.indexer, self._write_lock, self._recovering, lambda: self.generation, self._changed
+        )
+        """Vectors committed after the keyword side: the embedding thread, counts and notes."""
 
     # -- indexing -------------------------------------------------------------------------------
     def sync(
@@ -95,16 +110,27 @@ class MemoryService:
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
         replace: Replace = "chunker",
+        vectors: Vectors | None = None,
     ) -> SyncReport:
         """Bring the index up to date with the disk (a full rebuild when needed or asked for).
 
         An index built for another provider or model is replaced only with ``replace="any"`` (what
         ``mnemo index`` asks) or ``full``; one built with another chunker but the same model also by
-        default (the server's syncs); ``replace="none"`` leaves any as it is (a read's sync)."""
-        return self._recovering(lambda: self._sync(full, progress, cancel, replace))
+        default (the server's syncs); ``replace="none"`` leaves any as it is (a read's sync).
+        ``vectors``: when new chunks are embedded (:data:`Vectors`)."""
+        when = vectors or ("background" if self.vectors.enabled else "wait")
+        report = self._recovering(lambda: self._sync(full, progress, cancel, replace, when))
+        if when == "background":
+            self.vectors.wake()
+        return report
 
     def _sync(
-        self, full: bool, progress: Progress | None, cancel: threading.Event | None, replace: Replace
+        self,
+        full: bool,
+        progress: Progress | None,
+        cancel: threading.Event | None,
+        replace: Replace,
+        vectors: Vectors,
     ) -> SyncReport:
 
         def track(done: int, total: int, current: str) -> None:
@@ -118,7 +144,15 @@ class MemoryService:
                 if self.indexer.store is None:
                     self.indexer.open()  # the existing index (repaired if need be), whatever its model
                 saved = self._saved_retrievals(full or self.indexer.foreign)
-                report = self.indexer.sync(full=full, progress=track, cancel=cancel, replace=replace)
+                report = self.indexer.sync(
+                    full=full,
+                    progress=track,
+                    cancel=cancel,
+                    replace=replace,
+                    vectors="now" if vectors == "wait" else "later",
+                )
+                if vectors == "few" and 0 < report.chunks_pending <= FEW_PENDING:
+                    self.indexer.embed_pending(report, track, cancel)
                 if report.rebuilt:
                     self._restore_retrievals(saved)
             except duckdb.IOException as exc:
@@ -142,6 +176,30 @@ class MemoryService:
             self.retrievals.flush(self.indexer.store)
             self.generation += 1
             return report
+
+    # -- vectors after the keyword side (mnemo.background_vectors) ---------------------------------
+    def embed_in_background(self, cancel: threading.Event | None = None) -> None:
+        """From now on syncs commit the keyword side and return; a worker thread embeds the pending
+        chunks (newest and evergreen first). ``cancel`` interrupts its batch in hand (shutdown)."""
+        self.vectors.start(cancel)
+
+    def on_vectors_ready(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (on the embedding thread) each time the background embedding has caught up."""
+        self.vectors.idle_listeners.append(listener)
+
+    def wait_for_vectors(
+        self, progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None
+    ) -> bool:
+        """Until every pending chunk has its vector (True) or ``cancel`` (False); progress: (embedded, all)."""
+        return self.vectors.wait(progress, cancel)
+
+    def vector_counts(self) -> tuple[int, int]:
+        """(chunks with a vector, chunks) of the open index."""
+        return self.vectors.counts()
+
+    def _changed(self) -> int:
+        self.generation += 1
+        return self.generation
 
     def schedule_buffer(self, rel_path: str, text: str | None, *, delay_s: float | None = None) -> None:
         """Queue an editor buffer's text (None: re-read from disk) for indexing after the debounce."""
@@ -202,8 +260,11 @@ class MemoryService:
                 continue
             if text is not None:
                 self.indexer.index_text(memory_file, text)
-            elif (self.workspace.root / rel).is_file():
-                self.indexer.sync()  # cheap: only files whose mtime or size changed are read
+            elif (
+                self.workspace.root / rel
+            ).is_file():  # cheap: only files whose mtime or size changed are read
+                self.indexer.sync(vectors="later" if self.vectors.enabled else "now")
+                self.vectors.wake()
             else:
                 self.indexer.remove(rel)
         if pending:
@@ -219,15 +280,20 @@ class MemoryService:
         min_score: float | None = None,
         sources: Sequence[str] | None = None,
         today: date | None = None,
+        record: bool = True,
     ) -> SearchOutcome:
+        """``record=False``: an internal look-up (a duplicate check), not counted in retrieval statistics."""
         max_results = check_max_results(max_results)
         query, cut = cut_query(query, self.settings.search.max_query_chars)
         notes: list[str] = [cut] if cut else []
-        return self._recovering(
+        outcome = self._recovering(
             lambda: self._search(
                 query, notes, max_results=max_results, min_score=min_score, sources=sources, today=today
             )
         )
+        if record:
+            self._record(outcome)
+        return outcome
 
     def _search(
         self,
@@ -259,16 +325,22 @@ class MemoryService:
             dims, mismatch = self.indexer.vector_dims(), self.indexer.mismatch_note()
             con = store.reader()
             try:
-                outcome = self.searcher.search(
-                    con,
-                    query,
-                    dims=dims,
-                    max_results=max_results,
-                    min_score=min_score,
-                    sources=sources,
-                    today=today,
-                    postings=store.postings,
-                )
+                embedded, total = self.vectors.counts(con) if dims > 0 else (0, 0)
+                if dims > 0 and embedded < total:
+                    notes.append(self.vectors.note(embedded, total))
+                    if embedded == 0:  # nothing to compare a query vector with yet
+                        dims = 0
+                with self.vectors.searching():  # the embedding thread lets the query's embedding go first
+                    outcome = self.searcher.search(
+                        con,
+                        query,
+                        dims=dims,
+                        max_results=max_results,
+                        min_score=min_score,
+                        sources=sources,
+                        today=today,
+                        postings=store.postings,
+                    )
             finally:
                 con.close()
         outcome.notes.extend(notes)
@@ -276,7 +348,6 @@ class MemoryService:
             outcome.notes.append(mismatch)
         elif store.identity.dims == 0:
             outcome.notes.append("keyword-only mode: no embedding provider (embedding.provider = none)")
-        self._record(outcome)
         return outcome
 
     # -- surviving DuckDB internal errors -----------------------------------------------------------
@@ -429,6 +500,10 @@ class MemoryService:
             wanted = self.embedder.provider != "none"  # (dims could load the model)
             vectors = self.indexer.vector_dims() > 0 if store is not None else wanted
             mismatch = self.indexer.mismatch_note()
+            embedded, total = self.vectors.counts() if store is not None and vectors else (0, 0)
+        notes = [mismatch] if mismatch else []
+        if embedded < total:
+            notes.append(self.vectors.note(embedded, total))
         provider = self.settings.embedding.provider
         return {
             "workspace": str(self.workspace.root),
@@ -441,7 +516,8 @@ class MemoryService:
             "model": store.identity.model if store is not None else "",
             "dims": store.identity.dims if store is not None else 0,
             "mode": "hybrid" if vectors else "keyword",
-            "notes": [mismatch] if mismatch else [],
+            "vectors": {"embedded": embedded, "chunks": total, "embedding": self.vectors.busy()},
+            "notes": notes,
             "configProblems": [str(p) for p in self.config_problems],
             "fileProblems": [{"path": p, "problem": m} for p, m in file_problems],
         }
@@ -455,6 +531,7 @@ class MemoryService:
             self.index_state.state = "released"
 
     def close(self) -> None:
+        self.vectors.close()
         with self._pending_lock:
             self._closed = True
             if self._timer is not None:

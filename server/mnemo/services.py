@@ -15,6 +15,7 @@ from mnemo.workspace.layout import Workspace
 
 if TYPE_CHECKING:  # built on first use: `mnemo index` and `mnemo search` never import them
     from mnemo.agent import Agent
+    from mnemo.agent.tools import MemoryAccess
     from mnemo.editor_service import EditorService
     from mnemo.index_sharing import SharedMemory
     from mnemo.policy.approvals import ApprovalQueue, Approver
@@ -54,16 +55,29 @@ class Services:
 
     def share_index(self, role: str) -> SharedMemory:
         """Join the workspace's one-writer arrangement as ``role`` (editor or gateway; see
-        :mod:`mnemo.index_sharing`); call ``start()`` on the result. Released by :meth:`close`."""
+        :mod:`mnemo.index_sharing`); call ``start()`` on the result. Released by :meth:`close`.
+
+        From then on :attr:`process_memory` (and the agent) search through it: in a process that is not
+        the index writer, the writer answers. Call it before the agent is built."""
         from mnemo.index_sharing import SharedMemory
 
         if self._shared is None:
+            with self._gate_lock:
+                if self._agent is not None:
+                    raise RuntimeError("share_index comes before the agent (which would search alone)")
             self._shared = SharedMemory(self.memory, role)
         return self._shared
 
     @property
+    def process_memory(self) -> MemoryAccess:
+        """The process's memory for searches: shared when :meth:`share_index` was called, else the
+        workspace's own :attr:`memory`."""
+        return self.memory if self._shared is None else self._shared
+
+    @property
     def agent(self) -> Agent:
         """The chat agent ([agent] settings), built on first use; its model loads on its first turn.
+        It searches :attr:`process_memory` (the writer's index when this process follows);
         write_file and exec go through :meth:`tool_gate`."""
         with self._gate_lock:
             built = self._agent
@@ -72,7 +86,9 @@ class Services:
             from mnemo.embeddings.base import default_cache_dir
 
             provider = build_provider(self.settings.agent, default_cache_dir(None) / "models")
-            built = Agent(self.workspace.root, self.memory, provider, self.settings.agent, self.tool_gate())
+            built = Agent(
+                self.workspace.root, self.process_memory, provider, self.settings.agent, self.tool_gate()
+            )
             with self._gate_lock:
                 if self._agent is None:
                     self._agent = built

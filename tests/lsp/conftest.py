@@ -40,7 +40,8 @@ async def wait_ready(client: LanguageClient, timeout: float = 120) -> dict:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         status = await client.protocol.send_request_async("mnemo/status", {})
-        if status.state == "ready":
+        vectors = getattr(status, "vectors", None)  # keyword side first, vectors in the background
+        if status.state == "ready" and (vectors is None or vectors.embedded == vectors.chunks):
             return status
         assert status.state != "error", status.message
         assert asyncio.get_running_loop().time() < deadline, f"index not ready: {status}"

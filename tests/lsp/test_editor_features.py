@@ -280,4 +280,5 @@ async def test_near_duplicate_is_flagged_and_merged(model_client: LanguageClient
     actions = await code_actions(model_client, uri, dup.range, [dup])
     (merge,) = [a for a in actions if a.title.startswith("Merge near-duplicate: keep MEMORY.md#L")]
     assert merge.edit is not None and merge.edit.changes is not None
-    assert apply_edits(text, merge.edit.changes[uri]) == "# Billing\n\n"
+    # the copy goes; the headings stay (later sections may live under them)
+    assert apply_edits(text, merge.edit.changes[uri]) == "# Billing\n\n## Decisions\n"

@@ -108,6 +108,9 @@ def test_exec_without_gate_is_refused_and_with_gate_goes_through_it(
             self.seen.append((session, tool, args))
             return Outcome()
 
+        def observe_message(self, session: str, text: str) -> int:
+            return 0
+
     gate = Gate()
     provider2 = ScriptedProvider([call, "there is a.txt"])
     agent2 = Agent(sample_workspace, agent.memory, provider2, AgentSettings(recall_results=0), gate)
@@ -334,3 +337,46 @@ def test_memory_get_tool_reads_the_cited_lines(
     tool_result = provider.calls[1][-1].content
     assert "[memory/gardening.md#L3-L3]" in tool_result and "Tomatoes need full sun" in tool_result
     assert "Basil" not in tool_result
+
+
+def _recall_counts(services: Any, rel: str) -> dict[int, int]:
+    """The code lenses' "recalled N times" per chunk start line of ``rel``."""
+    return {lens.start_line: lens.times_retrieved for lens in services.editor.lenses(rel)}
+
+
+def test_recall_counts_rise_by_one_per_turn_even_with_tool_steps(
+    sample_workspace: Path, services_factory: Callable[..., Any]
+) -> None:
+    """The context is rebuilt after each tool step, but the turn's recall search runs (and counts) once."""
+    services = services_factory(sample_workspace)
+    services.memory.sync()
+    get = '<tool_call>{"name": "memory_get", "arguments": {"path": "memory/gardening.md"}}</tool_call>'
+    read = '<tool_call>{"name": "read_file", "arguments": {"path": "skills/deploy/SKILL.md"}}</tool_call>'
+    provider = ScriptedProvider([get, read, "PostgreSQL.", get, "PostgreSQL again."])
+    agent = Agent(sample_workspace, services.memory, provider, AgentSettings(recall_results=4))
+    before = _recall_counts(services, "MEMORY.md")
+    assert before and set(before.values()) == {0}
+    first = agent.chat("Which database does the billing service use?", today=TODAY)
+    assert first.tool_calls == 2 and len(provider.calls) == 3  # the context was built three times
+    recalled = [c for c in first.citations if c["origin"] == "recall" and c["path"] == "MEMORY.md"]
+    assert recalled, first.citations
+    line = recalled[0]["startLine"]
+    after_one = _recall_counts(services, "MEMORY.md")
+    assert after_one[line] == 1, after_one
+    second = agent.chat("Which database does the billing service use?", first.session_id, today=TODAY)
+    assert second.tool_calls == 1
+    assert _recall_counts(services, "MEMORY.md")[line] == 2
+
+
+def test_the_flush_guards_duplicate_check_is_not_a_retrieval(
+    sample_workspace: Path, services_factory: Callable[..., Any]
+) -> None:
+    from mnemo.agent.flush_guard import index_duplicate
+
+    services = services_factory(sample_workspace)
+    services.memory.sync()
+    found = index_duplicate(services.memory, "The billing service uses PostgreSQL with row-level security.")
+    assert found is not None and found.startswith("MEMORY.md#")  # the check ran and found the chunk
+    assert set(_recall_counts(services, "MEMORY.md").values()) == {0}
+    services.memory.search("billing service PostgreSQL")  # a user's search still counts
+    assert max(_recall_counts(services, "MEMORY.md").values()) == 1

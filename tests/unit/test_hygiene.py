@@ -72,3 +72,13 @@ def test_file_problems_sorted_and_promote_and_delete_edits() -> None:
     assert (end.start, end.new_text) == ((7, 0), "- last\n")
     assert memory_edits.delete_lines_edit("x.md", "a\nb\nc", 3, 3).start == (1, 1)
     assert memory_edits.delete_lines_edit("x.md", "a\nb\nc\n", 2, 2).end == (2, 0)
+
+
+def test_a_duplicate_chunk_is_removed_without_its_leading_headings() -> None:
+    from mnemo.memory_edits import duplicate_body_lines
+
+    text = "# Billing\n\n## Decisions\n- PostgreSQL.\n- Row-level security.\n\n## Other\n- kept\n"
+    assert duplicate_body_lines(text, 1, 6) == (4, 6)
+    assert duplicate_body_lines(text, 4, 5) == (4, 5)
+    first, last = duplicate_body_lines("# Only\n\n## Headings\n", 1, 3)
+    assert first > last  # nothing but headings: nothing to remove

@@ -163,12 +163,12 @@ def test_failure_mid_sync_rolls_back_one_file(  # type: ignore[no-untyped-def]
     real = store.insert_chunks
     calls = {"n": 0}
 
-    def failing(rows, vectors, *, live):  # type: ignore[no-untyped-def]
+    def failing(rows, vectors, *, live, **more):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         if calls["n"] == 2:
-            real(rows, vectors, live=live)  # half-written, then the "crash"
+            real(rows, vectors, live=live, **more)  # half-written, then the "crash"
             raise RuntimeError("simulated crash")
-        return real(rows, vectors, live=live)
+        return real(rows, vectors, live=live, **more)
 
     monkeypatch.setattr(store, "insert_chunks", failing)
     with pytest.raises(RuntimeError, match="simulated crash"):

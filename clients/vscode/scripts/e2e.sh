@@ -42,7 +42,7 @@ git -C "$WS" config user.email "e2e@example.invalid"
 "$(dirname "$MNEMO_BIN")/python" - >"$RUN/server-features.json" <<'PY'
 import json, logging
 logging.disable(logging.CRITICAL)
-from mnemo.lsp.server import create_server
+from mnemo.lsp.setup import create_server
 fm = create_server().protocol.fm
 print(json.dumps({"features": sorted(fm.features), "commands": sorted(fm.commands)}))
 PY

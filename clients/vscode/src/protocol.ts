@@ -82,7 +82,20 @@ export interface MemoryGetResult {
   text: string;
 }
 
-export type IndexState = "not indexed" | "indexing" | "ready" | "error";
+/** `released`: this server handed the index to another mnemo process (docs/protocol.md, mnemo/status). */
+export type IndexState = "not indexed" | "indexing" | "ready" | "error" | "released";
+/** Which chat model answers (`chatModel` of mnemo/status; loads nothing). */
+export interface ChatModelInfo {
+  kind: "server" | "gguf" | "bundled" | "configured";
+  provider: string;
+  model: string;
+  endpoint: string;
+  model_path: string;
+  auto: boolean;
+  note: string;
+  /** one line for the user, e.g. `chat model: qwen2.5:3b (Ollama at ..., found on loopback)` */
+  line: string;
+}
 export interface IndexStatus {
   workspace: string;
   index: string;
@@ -97,6 +110,8 @@ export interface IndexStatus {
   mode: "hybrid" | "keyword";
   configProblems: string[];
   fileProblems: { path: string; problem: string }[];
+  /** mnemo/status only (never in mnemo/indexStatus); null when it cannot be told */
+  chatModel?: ChatModelInfo | null;
 }
 
 export const MemorySearch = req<MemorySearchParams, MemorySearchResult>("mnemo/memorySearch");
@@ -116,6 +131,11 @@ export interface ChatParams {
   message: string;
   kind?: SessionKind;
 }
+export interface FlushParams {
+  sessionId: string;
+  /** check every item and show the result, but write nothing */
+  dryRun?: boolean;
+}
 export interface FlushReport {
   sessionId: string;
   written: unknown[];
@@ -124,6 +144,11 @@ export interface FlushReport {
   kept: number;
   candidates: number;
   skipped: string;
+  dryRun?: boolean;
+  target?: string;
+  /** kept (in a dry run: would be kept); source: user, assistant (confirmed) or tool_result */
+  items?: { text: string; source: string; turn: number }[];
+  rejected?: { text: string; reason: string }[];
   [extra: string]: unknown;
 }
 /** A memory hit the answer drew on (`citation_of` in server/mnemo/agent/tools.py). */
@@ -193,8 +218,8 @@ export const Sessions = req<Record<string, never>, SessionsResult>("mnemo/sessio
 export const NewSession = req<NewSessionParams, NewSessionResult>("mnemo/newSession");
 export const ResetSession = req<SessionParams, ResetSessionResult>("mnemo/resetSession");
 /** Save what matters from a session into memory (`sessionId` is required). */
-export const Flush = req<SessionParams, FlushReport>("mnemo/flush");
-/** `workspace/executeCommand`: `[{"sessionId"}]`, same as mnemo/flush. */
+export const Flush = req<FlushParams, FlushReport>("mnemo/flush");
+/** `workspace/executeCommand`: `[{"sessionId", "dryRun"?}]`, same as mnemo/flush. */
 export const CMD_FLUSH = "mnemo.flush";
 
 // ---- approvals -----------------------------------------------------------------------------------
@@ -272,6 +297,25 @@ export const Approvals = req<Record<string, never>, ApprovalsResult>("mnemo/appr
 export const Exec = req<ExecParams, ExecResult>("mnemo/exec");
 export const AuditVerify = req<Record<string, never>, AuditVerifyResult>("mnemo/auditVerify");
 export const RiskStatus = req<Record<string, never>, Record<string, unknown>>("mnemo/riskStatus");
+
+export type Severity = "critical" | "warn" | "info";
+export interface SecurityFinding {
+  id: string;
+  severity: Severity;
+  message: string;
+  fix: string;
+  where: string;
+}
+/** `SecurityReport.as_dict()` in server/mnemo/security_audit.py; `exitCode` is what the CLI would exit with. */
+export interface SecurityReport {
+  workspace: string;
+  worst: Severity | null;
+  exitCode: number;
+  counts: Record<Severity, number>;
+  findings: SecurityFinding[];
+}
+/** `mnemo security audit` on the server's workspace; nothing is changed. */
+export const SecurityAudit = req<Record<string, never>, SecurityReport>("mnemo/securityAudit");
 
 // ---- git (server/mnemo/lsp/handlers/vcs.py) --------------------------------------------------------
 

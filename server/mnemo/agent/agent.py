@@ -135,9 +135,8 @@ class Agent:
         today: date | None,
     ) -> ChatReply:
         self.store.append(session, "user", message)
-        observe = getattr(self.tools.gate, "observe_message", None)
-        if observe is not None:  # the policy's risk monitor reads what the user says
-            observe(session.id, message)
+        if self.tools.gate is not None:  # the policy's risk monitor reads what the user says
+            self.tools.gate.observe_message(session.id, message)
         reply = ChatReply("", session.id)
         context = self._maybe_compact(session, message, reply, cancel, today)
         citations = list(context.citations)
@@ -175,7 +174,7 @@ class Agent:
             self.store.append(
                 session, "tool_result", result.output, tool=call.name, ok=result.ok, decision=result.decision
             )
-            context = self.context.build(session, message, today=today)
+            context = self.context.build(session, message, today=today, recall=context.recall)
         reply.citations = _dedupe(citations)
         reply.notes.extend(context.notes)
         reply.prompt_tokens = context.prompt_tokens
@@ -189,7 +188,8 @@ class Agent:
         cancel: threading.Event | None,
         today: date | None,
     ) -> TurnContext:
-        """Fresh token count of the live session; at the threshold: flush first, then compact."""
+        """Fresh token count of the live session; at the threshold: flush first, then compact.
+        The turn's recall runs here, once; later builds of the turn reuse it."""
         context = self.context.build(session, message, today=today)
         limits = self.thresholds()
         tokens = self.context.session_tokens(session, context.system_tokens)
@@ -200,7 +200,9 @@ class Agent:
             reply.flush = self.flusher.flush(session, reason="compaction", today=today, cancel=cancel)
         keep = max(1, (limits.trigger - context.system_tokens) // 3)
         reply.compacted = self.compactor.compact(session, keep_tokens=keep, cancel=cancel)
-        return self.context.build(session, message, today=today) if reply.compacted else context
+        if not reply.compacted:
+            return context
+        return self.context.build(session, message, today=today, recall=context.recall)
 
     # -- sessions ---------------------------------------------------------------------------------
     def open_session(self, session_id: str | None = None, kind: SessionKind = "private") -> str:

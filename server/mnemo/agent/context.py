@@ -24,12 +24,12 @@ from mnemo.markdown.frontmatter import parse_front_matter
 from .providers import ChatMessage, ChatProvider
 from .providers.base import MESSAGE_OVERHEAD_TOKENS
 from .sessions import Session
-from .tools import MemoryAccess, citation_of, format_hits
+from .tools import PRIVATE_FILES, MemoryAccess, citation_of, format_hits
 
 log = logging.getLogger(__name__)
 
 PERSONA_FILES = ("AGENTS.md", "SOUL.md")
-MEMORY_FILES = ("MEMORY.md", "memory.md")
+MEMORY_FILES = PRIVATE_FILES
 TOOL_FORMAT = (
     "To use a tool, answer with only this, nothing else:\n"
     '<tool_call>{"name": "memory_search", "arguments": {"query": "..."}}</tool_call>\n'
@@ -52,6 +52,16 @@ ANSWER_FORMAT = (
 
 
 @dataclass
+class Recall:
+    """A turn's automatic recall: searched once, reused by every context build of that turn (after a tool
+    step or compaction), so each turn counts once in the retrieval statistics."""
+
+    hits: list[dict[str, Any]] | None
+    """The relevant hits; None when recall is off or could not run."""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class TurnContext:
     messages: list[ChatMessage]
     citations: list[dict[str, Any]] = field(default_factory=list)
@@ -59,6 +69,8 @@ class TurnContext:
     system_tokens: int = 0
     tail_events: int = 0
     notes: list[str] = field(default_factory=list)
+    recall: Recall | None = None
+    """What this context recalled; pass it to the next :meth:`ContextBuilder.build` of the same turn."""
 
 
 def event_message(event: dict[str, Any]) -> ChatMessage | None:
@@ -132,18 +144,17 @@ class ContextBuilder:
             found.append((meta.get("name") or path.parent.name, meta.get("description", "")))
         return found
 
-    def recall(self, query: str, private: bool, notes: list[str]) -> list[dict[str, Any]] | None:
-        """The memory hits for ``query``; None when recall is off or could not run."""
+    def recall(self, query: str, private: bool) -> Recall:
+        """The relevant memory hits for ``query`` (one search, recorded in the retrieval statistics)."""
         if self.recall_results <= 0 or not query.strip():
-            return None
+            return Recall(None)
         try:
             hits = self.memory.search(query, max_results=self.recall_results).as_dict()["results"]
         except (MnemoError, EmbeddingError) as exc:
-            notes.append(f"automatic recall skipped: {exc}")
-            return None
+            return Recall(None, [f"automatic recall skipped: {exc}"])
         if not private:
             hits = [h for h in hits if h["path"] not in MEMORY_FILES]
-        return [h for h in hits if _relevant(h)]
+        return Recall([h for h in hits if _relevant(h)])
 
     def budgeted(self, hits: list[dict[str, Any]], budget: int, notes: list[str]) -> list[dict[str, Any]]:
         """The best-ranked hits whose snippets fit ``budget`` tokens together (the first one always)."""
@@ -160,13 +171,18 @@ class ContextBuilder:
         return chosen
 
     # -- assembly ---------------------------------------------------------------------------------
-    def build(self, session: Session, query: str, *, today: date | None = None) -> TurnContext:
+    def build(
+        self, session: Session, query: str, *, today: date | None = None, recall: Recall | None = None
+    ) -> TurnContext:
+        """The context for ``query``; ``recall``: this turn's recall from an earlier build (no new search)."""
         window = self.provider.context_window
-        notes: list[str] = []
+        if recall is None:
+            recall = self.recall(query, session.kind == "private")
+        notes: list[str] = list(recall.notes)
         if window <= COMPACT_WINDOW:
-            parts, hits = self._compact_parts(session, query, notes)
+            parts, hits = self._compact_parts(recall.hits, notes)
         else:
-            parts, hits = self._full_parts(session, query, today, notes)
+            parts, hits = self._full_parts(session, recall.hits, today, notes)
         summary = session.summary()
         if summary:
             parts.append("Summary of the earlier conversation:\n" + summary)
@@ -182,10 +198,11 @@ class ContextBuilder:
             system_tokens,
             len(tail),
             notes,
+            recall,
         )
 
     def _compact_parts(
-        self, session: Session, query: str, notes: list[str]
+        self, hits: list[dict[str, Any]] | None, notes: list[str]
     ) -> tuple[list[str], list[dict[str, Any]] | None]:
         """Persona, the recalled snippets that matter and the answer format: what a small model can use."""
         window = self.provider.context_window
@@ -196,7 +213,6 @@ class ContextBuilder:
                 parts.append(self._fit(name, text, max(32, window // 16), notes))
         if not parts:
             parts.append("You are mnemo, a concise assistant that remembers.")
-        hits = self.recall(query, session.kind == "private", notes)
         if hits:
             hits = self.budgeted(hits, max(64, window // 4), notes)
             parts.append("Memory:\n" + format_hits(hits, SNIPPET_CHARS) + "\n\n" + ANSWER_FORMAT)
@@ -205,7 +221,7 @@ class ContextBuilder:
         return parts, hits
 
     def _full_parts(
-        self, session: Session, query: str, today: date | None, notes: list[str]
+        self, session: Session, hits: list[dict[str, Any]] | None, today: date | None, notes: list[str]
     ) -> tuple[list[str], list[dict[str, Any]] | None]:
         window = self.provider.context_window
         file_budget = max(64, window // 8)
@@ -234,7 +250,6 @@ class ContextBuilder:
             text = self._read(rel)
             if text:
                 parts.append(f"Daily note {rel}:\n" + self._fit(rel, text, file_budget // 2, notes))
-        hits = self.recall(query, private, notes)
         if hits:
             parts.append("Relevant memory (cite as shown):\n" + format_hits(hits, SNIPPET_CHARS))
         elif hits is not None:  # recall ran and found nothing: say so rather than let the model invent

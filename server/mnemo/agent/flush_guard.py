@@ -202,7 +202,7 @@ def index_duplicate(memory: MemoryAccess | None, text: str) -> str | None:
     if memory is None:
         return None
     try:
-        hits = memory.search(text, max_results=3).as_dict()["results"]
+        hits = memory.search(text, max_results=3, record=False).as_dict()["results"]  # not a retrieval
     except (MnemoError, EmbeddingError, OSError) as exc:
         log.info("flush: index duplicate check skipped: %s", exc)
         return None

@@ -42,7 +42,9 @@ class MemoryAccess(Protocol):
     """What the agent needs of memory: :class:`mnemo.memory_service.MemoryService`, or
     :class:`mnemo.index_sharing.SharedMemory` in a process that is not the index writer."""
 
-    def search(self, query: str, *, max_results: int | None = None) -> SearchResults: ...
+    def search(self, query: str, *, max_results: int | None = None, record: bool = True) -> SearchResults:
+        """``record=False``: an internal look-up, not counted in the retrieval statistics."""
+        ...
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]: ...
 
@@ -51,6 +53,10 @@ class ToolGate(Protocol):
     """What the agent needs from ``mnemo.policy.gate.ToolGate``."""
 
     def call(self, session: str, tool: str, args: dict[str, Any]) -> GateOutcome: ...
+
+    def observe_message(self, session: str, text: str) -> int:
+        """The user's message, read by the session's risk monitor; returns the session's risk level."""
+        ...
 
 
 @dataclass

@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import WSMsgType, web
 
@@ -20,13 +20,15 @@ from mnemo.citations import get_args
 from mnemo.errors import MnemoError
 from mnemo.limits import InvalidInput, check_max_results
 
-from .auth import AuthError, Challenge, RateLimited, lower_role, role_allows
+from .auth import Authenticator, AuthError, Challenge, RateLimited, lower_role, role_allows
 from .channels.webchat import webchat_message
-from .core import MessageTooLarge
+from .constraints import role_table
+from .core import GatewayCore, MessageTooLarge
 from .lanes import LaneFull, UserBusy
+from .settings import GatewaySettings
 
 if TYPE_CHECKING:
-    from .server import Gateway
+    from mnemo.policy.approvals import ApprovalQueue
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +89,39 @@ def _bounded(value: str, key: str, limit: int, setting: str) -> str:
     return value
 
 
+class GatewayCalls(Protocol):
+    """The gateway's own work that RPC methods answer with (:class:`mnemo.gateway.server.Gateway`)."""
+
+    async def memory_search(
+        self, query: str, max_results: int | None, *, user: str = ""
+    ) -> dict[str, Any]: ...
+
+    async def memory_get(
+        self, path: str, start: int | None, lines: int | None, *, user: str = ""
+    ) -> dict[str, Any]: ...
+
+    async def history(self, session_key: str, limit: int) -> dict[str, Any]: ...
+
+    async def status(self) -> dict[str, Any]: ...
+
+    def channel_states(self) -> list[dict[str, Any]]: ...
+
+
 class RpcFront:
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
+    """The JSON-RPC methods; given what they use (settings, auth, the core, the gateway's calls, the
+    approval queue), not the gateway that owns them."""
+
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        auth: Authenticator,
+        core: GatewayCore,
+        calls: GatewayCalls,
+        approvals: ApprovalQueue | None,
+        version: str,
+    ) -> None:
+        self.settings, self.auth, self.core, self.calls = settings, auth, core, calls
+        self.approvals, self.version = approvals, version
         self.methods: dict[str, Handler] = {
             "health": self.health,
             "auth.challenge": self.challenge,
@@ -109,10 +141,11 @@ class RpcFront:
             "approvals.resolve": self.approvals_resolve,
         }
         self.connections: set[Connection] = set()
+        self.permissions, self.setting_problems = role_table(settings.roles, self.methods)
 
     # -- transport ----------------------------------------------------------------------------------
     async def handle_ws(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse(max_msg_size=self.gateway.settings.max_frame_bytes, heartbeat=30)
+        ws = web.WebSocketResponse(max_msg_size=self.settings.max_frame_bytes, heartbeat=30)
         await ws.prepare(request)
         conn = Connection(ws, request.remote or "?")
         self.connections.add(conn)
@@ -142,7 +175,7 @@ class RpcFront:
             method = message.get("method")
             if not isinstance(method, str) or method not in self.methods:
                 raise RpcError(METHOD_NOT_FOUND, f"unknown method {method!r}")
-            if not role_allows(conn.role, method, self.gateway.permissions):
+            if not role_allows(conn.role, method, self.permissions):
                 raise RpcError(
                     FORBIDDEN,
                     f"{method} is not allowed for "
@@ -175,16 +208,16 @@ class RpcFront:
 
     # -- auth ---------------------------------------------------------------------------------------
     async def health(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, "version": self.gateway.version, "loggedIn": conn.role is not None}
+        return {"ok": True, "version": self.version, "loggedIn": conn.role is not None}
 
     async def challenge(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        conn.challenge, public = self.gateway.auth.challenge()
+        conn.challenge, public = self.auth.challenge()
         return public
 
     async def login(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         challenge, conn.challenge = conn.challenge, None  # one login per challenge, right or wrong
         try:
-            granted = self.gateway.auth.login(
+            granted = self.auth.login(
                 challenge, _text(params, "method"), _text(params, "proof"), conn.address
             )
         except RateLimited as exc:
@@ -202,7 +235,7 @@ class RpcFront:
 
     # -- chat and memory ----------------------------------------------------------------------------
     async def chat_send(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        _bounded(_text(params, "text"), "text", self.gateway.settings.max_message_chars, "max_message_chars")
+        _bounded(_text(params, "text"), "text", self.settings.max_message_chars, "max_message_chars")
         message = webchat_message(params, conn.principal)
         loop = asyncio.get_running_loop()
         stream = bool(params.get("stream", True))
@@ -213,41 +246,39 @@ class RpcFront:
                     conn.notify("chat.delta", {"delta": delta, "peer": message.peer}), loop
                 )
 
-        reply = await self.gateway.core.handle(message, on_delta=on_delta, force_group=conn.role == "guest")
+        reply = await self.core.handle(message, on_delta=on_delta, force_group=conn.role == "guest")
         return reply.as_dict()
 
     async def chat_history(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self.gateway.history(_text(params, "sessionKey"), int(params.get("limit", 50)))
+        return await self.calls.history(_text(params, "sessionKey"), int(params.get("limit", 50)))
 
     async def memory_search(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        query = _bounded(
-            _text(params, "query"), "query", self.gateway.settings.max_query_chars, "max_query_chars"
-        )
+        query = _bounded(_text(params, "query"), "query", self.settings.max_query_chars, "max_query_chars")
         try:
             limit = check_max_results(params.get("maxResults"))
         except InvalidInput as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
-        return await self.gateway.memory_search(query, limit, user=conn.principal)
+        return await self.calls.memory_search(query, limit, user=conn.principal)
 
     async def memory_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         try:
             path, start, lines = get_args(_text(params, "path"), params.get("from"), params.get("lines"))
         except InvalidInput as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
-        return await self.gateway.memory_get(path, start, lines, user=conn.principal)
+        return await self.calls.memory_get(path, start, lines, user=conn.principal)
 
     # -- sessions and admin -------------------------------------------------------------------------
     async def sessions_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return {"sessions": self.gateway.core.table.list()}
+        return {"sessions": self.core.table.list()}
 
     async def sessions_reset(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        entry = self.gateway.core.table.reset(_text(params, "sessionKey"))
+        entry = self.core.table.reset(_text(params, "sessionKey"))
         if entry is None:
             raise RpcError(INVALID_PARAMS, "no such session key")
         return {"sessionKey": entry.key, "sessionId": entry.session_id}
 
     async def routes_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        s = self.gateway.settings
+        s = self.settings
         return {
             "defaultAgent": s.default_agent,
             "agents": [a.id for a in s.agents],
@@ -259,7 +290,7 @@ class RpcFront:
         message.channel = str(params.get("channel") or "webchat")
         for key, attr in (("guild", "guild"), ("team", "team"), ("parentThread", "parent_thread")):
             setattr(message, attr, str(params.get(key, "")))
-        route = self.gateway.core.router.resolve(message)
+        route = self.core.router.resolve(message)
         return {
             "agent": route.agent,
             "sessionKey": route.session_key,
@@ -268,10 +299,10 @@ class RpcFront:
         }
 
     async def channels_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return {"channels": self.gateway.channel_states()}
+        return {"channels": self.calls.channel_states()}
 
     async def status(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self.gateway.status()
+        return await self.calls.status()
 
     # -- approvals (admin) ----------------------------------------------------------------------------
     def notify_admins(self, method: str, params: dict[str, Any]) -> None:
@@ -283,13 +314,13 @@ class RpcFront:
                 task.add_done_callback(conn.tasks.discard)
 
     async def approvals_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        queue = self.gateway.approvals
+        queue = self.approvals
         return {"approvals": [] if queue is None else [r.to_dict() for r in queue.pending()]}
 
     async def approvals_resolve(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         from mnemo.policy.approvals import parse_choice
 
-        queue = self.gateway.approvals
+        queue = self.approvals
         if queue is None:
             raise RpcError(INVALID_PARAMS, "this gateway has no approval queue")
         try:

@@ -24,10 +24,11 @@ from mnemo.errors import MnemoError
 
 from .auth import Authenticator
 from .channels.base import Channel, ChannelError, load_channel_class
-from .constraints import AddressFilter, role_table, server_ssl_context
+from .constraints import AddressFilter, server_ssl_context
 from .core import ChatAgent, GatewayCore, GatewayReply
 from .lanes import UserSlots
 from .routing import InboundMessage
+from .rpc import RpcFront
 from .session_table import SessionTable
 from .settings import GatewaySettings
 
@@ -93,19 +94,18 @@ class Gateway:
         table_path: Path,
         approvals: ApprovalQueue | None = None,
     ) -> None:
-        from .rpc import RpcFront
-
         self.root = root
         self.settings = settings
         self.version = __version__
         self.memory = memory
         self.auth = Authenticator(settings.auth)
         self.core = GatewayCore(settings, agent, SessionTable(table_path))
-        self.rpc = RpcFront(self)
+        self.approvals = approvals
+        self.rpc = RpcFront(settings, self.auth, self.core, self, approvals, self.version)
         self.channels: dict[str, Channel] = {}
         self.channel_problems: dict[str, str] = {}
         self.memory_slots = UserSlots(settings.max_memory_calls_per_user)
-        self.permissions, self.setting_problems = role_table(settings.roles, self.rpc.methods)
+        self.permissions, self.setting_problems = self.rpc.permissions, self.rpc.setting_problems
         for problem in self.setting_problems:
             log.warning("mnemo.toml: %s", problem)
         self.address_filter = AddressFilter(settings.allow_from)
@@ -117,7 +117,6 @@ class Gateway:
         self._load_channels()
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.approvals = approvals
         if approvals is not None:
             approvals.add_asker(self._show_approval)
 

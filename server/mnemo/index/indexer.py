@@ -20,7 +20,7 @@ A rebuild carries the embedding cache of every model seen, so switching back cos
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import logging
 import threading
 import time
@@ -34,7 +34,7 @@ import numpy as np
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
 from mnemo.errors import IndexBusy, SearchCancelled
-from mnemo.index import opening, repair
+from mnemo.index import opening, pending, repair
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.markdown.chunker import CHUNKER_VERSION, Chunk, chunk_markdown
@@ -52,6 +52,10 @@ INDEX_FILE = "index.duckdb"
 Replace = Literal["none", "chunker", "any"]
 """Which foreign index a sync replaces (see the module's docstring)."""
 
+VectorsWhen = Literal["now", "later"]
+"""When a sync embeds the chunks it wrote without a vector: ``now`` (before it returns, after the
+keyword side is committed) or ``later`` (someone else embeds them: :meth:`Indexer.embed_step`)."""
+
 
 @dataclass
 class SyncReport:
@@ -64,6 +68,10 @@ class SyncReport:
     seconds: float = 0.0
     files_stale: int = 0
     """Files changed on disk but not indexed: the open index was built for another model or chunker."""
+    chunks_pending: int = 0
+    """Chunks left without a vector when the sync returned (embedded later; searched by keyword)."""
+    keyword_seconds: float = 0.0
+    """When the keyword side was committed (searchable), seconds from the start."""
     problems: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -143,6 +151,50 @@ class Indexer:
             and have.dims == self.embedder.dims
         )
 
+    def writable_store(self) -> ChunkStore | None:
+        """The open index when this process may give it vectors (this model's, not foreign), else None."""
+        store = self.store
+        if store is None or store.identity.dims == 0 or self.foreign:
+            return None
+        return store
+
+    def embed_step(
+        self,
+        *,
+        write_lock: contextlib.AbstractContextManager[object] | None = None,
+        cancel: pending.Cancel | None = None,
+        pause: Callable[[], None] | None = None,
+    ) -> pending.StepResult | None:
+        """Embed and commit one batch of pending chunks (:func:`mnemo.index.pending.embed_step`)."""
+        return pending.embed_step(
+            self.writable_store,
+            self.embedder,
+            self.embed_lock,
+            write_lock=write_lock,
+            cancel=cancel,
+            pause=pause,
+        )
+
+    def embed_pending(
+        self, report: SyncReport, progress: Progress | None = None, cancel: threading.Event | None = None
+    ) -> None:
+        """Embed every pending chunk in this thread, batch after committed batch (the caller holds the
+        writer's lock, if any); progress is (chunks with a vector, chunks, "embedding")."""
+        while not (cancel is not None and cancel.is_set()):
+            step = self.embed_step(cancel=cancel)
+            if step is None:
+                break
+            report.chunks_embedded += step.embedded
+            report.chunks_reused += step.filled - step.embedded
+            if progress:
+                progress(step.total - step.pending, step.total, "embedding")
+            if step.filled == 0:
+                break  # nothing could be written (cancelled, or the batch vanished): do not spin
+        store = self.writable_store()
+        if store is not None:
+            embedded, total = pending.vector_counts(store.con)
+            report.chunks_pending = total - embedded
+
     def vector_dims(self) -> int:
         """Dims to search with: the index's when its vectors are of this embedder's model, else 0."""
         return self.store.identity.dims if self.store is not None and self.same_model() else 0
@@ -190,10 +242,14 @@ class Indexer:
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
         replace: Replace = "chunker",
+        vectors: VectorsWhen = "now",
     ) -> SyncReport:
         """Bring the index up to date with the files on disk. An index built for another model or
         chunker is rebuilt only as ``replace`` allows (or with ``full``); otherwise it is left as it is
-        and ``files_stale`` counts the changes it misses."""
+        and ``files_stale`` counts the changes it misses.
+
+        The keyword side of every file is committed first (chunks whose vectors are not in the embedding
+        cache are written pending); with ``vectors="now"`` they are then embedded before returning."""
         started = time.perf_counter()
         report = SyncReport()
         if self.store is None:
@@ -204,6 +260,14 @@ class Indexer:
             report.files_stale = self._count_stale(self.store)
         else:
             self._sync_into(self.store, report, progress, cancel, live=True)
+        report.keyword_seconds = time.perf_counter() - started
+        if vectors == "now":
+            self.embed_pending(report, progress, cancel)
+        else:
+            store = self.writable_store()
+            if store is not None:
+                embedded, total = pending.vector_counts(store.con)
+                report.chunks_pending = total - embedded
         report.seconds = time.perf_counter() - started
         return report
 
@@ -300,7 +364,8 @@ class Indexer:
             report.files_stale = 1
             return report
         source = decode_memory_bytes(text.encode("utf-8"), memory_file.kind)
-        self._index_source(self.store, memory_file, source, -1.0, len(text), report, live=True)
+        # A buffer's few changed chunks are embedded at once: the search that follows a keystroke sees them.
+        self._index_source(self.store, memory_file, source, -1.0, len(text), report, live=True, embed=True)
         return report
 
     def remove(self, rel_path: str) -> None:
@@ -320,7 +385,10 @@ class Indexer:
         report: SyncReport,
         *,
         live: bool,
+        embed: bool = False,
     ) -> None:
+        """Write one file's chunks; new chunks whose vector is not cached are embedded when ``embed``,
+        else written pending (a sync commits the keyword side first)."""
         problem = source.problem
         if source.text is not None and memory_file.kind is not FileKind.SESSION:
             front_matter_problem = parse_front_matter(source.text).problem
@@ -344,13 +412,13 @@ class Indexer:
         new: list[Chunk] = []
         for chunk in chunks:
             found = existing.pop(chunk.key, None)
-            if found is not None and (found[1] or store.identity.dims == 0):
+            if found is not None and (found[1] or store.identity.dims == 0 or not embed):  # pending stays
                 kept.append((found[0], chunk))
             else:
                 if found is not None:
                     existing[chunk.key] = found
                 new.append(chunk)
-        vectors = self._vectors(store, new, report)
+        vectors = self._vectors(store, new, report, embed=embed)
         day = memory_file.day.isoformat() if memory_file.day else None
         rows = [
             ChunkRow(
@@ -379,40 +447,34 @@ class Indexer:
             len(chunks),
             problem,
         )
+        matrix, waiting = (vectors.matrix, vectors.pending) if vectors is not None else (None, [])
         if not live:  # a building index: no old chunks; written in batches by flush_staged
-            store.stage_file(rows, vectors, file_row)
+            store.stage_file(rows, matrix, file_row, waiting)
             report.files_indexed += 1
             return
         with store.transaction():
             store.delete_chunks([cid for cid, _ in existing.values()])
             store.move_chunks([(cid, chunk.start_line, chunk.end_line) for cid, chunk in kept])
-            store.insert_chunks(rows, vectors, live=live)
+            store.insert_chunks(rows, matrix, live=live, pending=waiting)
             store.upsert_file(*file_row)
         report.files_indexed += 1
         report.chunks_reused += len(kept)
 
-    def _vectors(self, store: ChunkStore, chunks: Sequence[Chunk], report: SyncReport) -> np.ndarray | None:
-        dims = store.identity.dims
-        if dims == 0:
+    def _vectors(
+        self, store: ChunkStore, chunks: Sequence[Chunk], report: SyncReport, *, embed: bool
+    ) -> pending.Vectors | None:
+        if store.identity.dims == 0:
             return None
-        inputs = [embedding_input(c) for c in chunks]
-        digests = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in inputs]
-        cached = store.cached_embeddings(sorted(set(digests)))
-        missing = sorted({d: t for d, t in zip(digests, inputs, strict=True) if d not in cached}.items())
-        fresh: dict[str, np.ndarray] = {}
-        for digest, text in missing:
+
+        def one(text: str) -> np.ndarray:
             with self.embed_lock:
-                fresh[digest] = self.embedder.embed([text])[0]
-        report.chunks_embedded += len(fresh)
-        report.chunks_reused += len(chunks) - sum(d in fresh for d in digests)  # vectors from the cache
-        if fresh:
-            with store.transaction():
-                store.cache_embeddings(fresh)
-        cached.update(fresh)
-        out = np.zeros((len(chunks), dims), dtype=np.float32)
-        for i, digest in enumerate(digests):
-            out[i] = cached[digest]
-        return out
+                vector: np.ndarray = self.embedder.embed([text])[0]
+            return vector
+
+        found = pending.vectors_for(store, [embedding_input(c) for c in chunks], one if embed else None)
+        report.chunks_embedded += found.embedded
+        report.chunks_reused += found.cached
+        return found
 
 
 def _describe(identity: IndexIdentity) -> str:

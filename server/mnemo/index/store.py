@@ -8,7 +8,8 @@ without losing rows (:mod:`mnemo.index.repair`). The embedding cache keeps every
 BM25 uses DuckDB's fts extension: ``create_fts_index`` builds its tables (dict, docs, terms, stats) for
 a full index; an incremental edit updates those same tables in the edit's transaction, so an edit is
 searchable at once instead of after a full fts rebuild. Vectors live in a FLOAT[dims] column with an
-HNSW cosine index from the vss extension.
+HNSW cosine index from the vss extension; a NULL vector is a chunk still waiting for the model
+(:mod:`mnemo.index.pending`), searched by keyword meanwhile.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class ChunkStore:
         self._staged_rows: list[ChunkRow] = []
         self._staged_vectors: list[np.ndarray] = []
         self._staged_files: list[tuple[object, ...]] = []
+        self._staged_pending: list[bool] = []
 
     # -- creating (opening an existing file: mnemo.index.opening) ------------------------------
     @classmethod
@@ -289,13 +291,19 @@ class ChunkStore:
 
     # -- a full build: many files a statement -----------------------------------------------------
     def stage_file(
-        self, rows: Sequence[ChunkRow], vectors: np.ndarray | None, file_row: tuple[object, ...]
+        self,
+        rows: Sequence[ChunkRow],
+        vectors: np.ndarray | None,
+        file_row: tuple[object, ...],
+        pending: Sequence[bool] = (),
     ) -> None:
         """Queue a file's chunks and ``files`` row (building index only); every BUILD_BATCH_FILES files,
-        and at :meth:`flush_staged`, they are written together."""
+        and at :meth:`flush_staged`, they are written together. ``pending``: rows written without a
+        vector (see :mod:`mnemo.index.pending`)."""
         self._staged_rows.extend(rows)
         if vectors is not None and len(rows):
             self._staged_vectors.append(vectors)
+            self._staged_pending.extend(pending or [False] * len(rows))
         self._staged_files.append(file_row)
         if len(self._staged_files) >= BUILD_BATCH_FILES:
             self.flush_staged()
@@ -304,19 +312,27 @@ class ChunkStore:
         """Write the queued files in one transaction: one chunk insert and one files insert."""
         if not self._staged_files:
             return
-        rows, files = self._staged_rows, self._staged_files
+        rows, files, pending = self._staged_rows, self._staged_files, self._staged_pending
         vectors = np.concatenate(self._staged_vectors) if self._staged_vectors else None
-        self._staged_rows, self._staged_vectors, self._staged_files = [], [], []
+        self._staged_rows, self._staged_vectors, self._staged_files, self._staged_pending = [], [], [], []
         staged = _rows_table(files, _FILE_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
         with self.transaction():
-            self.insert_chunks(rows, vectors, live=False)
+            self.insert_chunks(rows, vectors, live=False, pending=pending)
             self.con.execute(
                 "INSERT INTO files SELECT path, kind, source, CAST(day AS DATE), hash, mtime, size, chunks, "
                 "problem FROM staged"
             )
 
-    def insert_chunks(self, rows: Sequence[ChunkRow], vectors: np.ndarray | None, *, live: bool) -> None:
-        """Add chunks (and, when ``live``, their BM25 postings; a building index indexes at the end)."""
+    def insert_chunks(
+        self,
+        rows: Sequence[ChunkRow],
+        vectors: np.ndarray | None,
+        *,
+        live: bool,
+        pending: Sequence[bool] = (),
+    ) -> None:
+        """Add chunks (and, when ``live``, their BM25 postings; a building index indexes at the end).
+        Rows marked in ``pending`` get a NULL vector: embedded later (:mod:`mnemo.index.pending`)."""
         if not rows:
             return
         first = self.con.execute("SELECT nextval('chunk_ids') FROM range(?)", [len(rows)]).fetchall()
@@ -341,7 +357,8 @@ class ChunkStore:
         if self.identity.dims > 0:
             assert vectors is not None and vectors.shape == (len(rows), self.identity.dims)
             flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
-            columns["embedding"] = pa.FixedSizeListArray.from_arrays(flat, self.identity.dims)
+            mask = pa.array(list(pending), pa.bool_()) if any(pending) else None
+            columns["embedding"] = pa.FixedSizeListArray.from_arrays(flat, self.identity.dims, mask=mask)
             select += f", CAST(embedding AS FLOAT[{self.identity.dims}])"
         batch = pa.table(columns)  # noqa: F841 - read by DuckDB's replacement scan below
         self.con.execute(f"INSERT INTO chunks SELECT {select} FROM batch")

@@ -12,6 +12,9 @@ MEMORY_GET = "mnemo/memoryGet"
 STATUS = "mnemo/status"
 INDEX_STATUS = "mnemo/indexStatus"
 """Server -> client notification whenever the index state changes (for status bars)."""
+INDEX_STATES = ("not indexed", "indexing", "ready", "error", "released")
+"""The ``state`` of mnemo/status and mnemo/indexStatus (``released``: this process handed the index to
+another mnemo process, see mnemo.index_sharing)."""
 
 CMD_REINDEX = "mnemo.reindex"
 
@@ -237,3 +240,16 @@ class SessionParams:
             _kind(raw),
             _get(raw, "previousSessionId", str),
         )
+
+
+@dataclass(frozen=True)
+class FlushParams:
+    """``{"sessionId", "dryRun"?}`` for mnemo/flush (and the mnemo.flush command's argument)."""
+
+    session_id: str
+    dry_run: bool
+
+    @classmethod
+    def parse(cls, params: Any) -> FlushParams:
+        raw = _object(params)
+        return cls(_get(raw, "sessionId", str, required=True), bool(_get(raw, "dryRun", bool)))

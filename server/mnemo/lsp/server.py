@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -76,13 +75,16 @@ class MnemoLanguageServer(LanguageServer):
         from mnemo.services import build_services
 
         try:
-            self.services = build_services(root)
+            services = build_services(root)
             # One index writer per workspace: a gateway serving this workspace hands the index over.
-            if not self.services.share_index("editor").start():
+            # Shared before any handler can reach the agent, which then searches through it too.
+            if not services.share_index("editor").start():
                 log.warning("another mnemo process writes this workspace's index")
+            services.memory.on_vectors_ready(lambda: self.post(self.index_changed))
+            self.services = services
         finally:
             self.services_ready.set()
-        return self.services
+        return services
 
     @property
     def core(self) -> Services:
@@ -91,6 +93,17 @@ class MnemoLanguageServer(LanguageServer):
         if self.services is None:
             raise RuntimeError("the server is not initialized")
         return self.services
+
+    def index_changed(self) -> None:
+        """On the event loop: tell the client the index state and run the index listeners (after a
+        sync, and when background embedding has caught up)."""
+        from mnemo.lsp import protocol
+
+        if self.services is None:
+            return
+        self.protocol.notify(protocol.INDEX_STATUS, self.services.memory.status())
+        for listener in self.index_listeners:
+            listener()
 
     # -- threads ----------------------------------------------------------------------------------
     def post(self, fn: Callable[[], Any]) -> None:
@@ -125,15 +138,6 @@ class MnemoLanguageServer(LanguageServer):
         exit_soon(self.close_services, code)
 
 
-def create_server(workspace: Path | None = None) -> MnemoLanguageServer:
-    from mnemo.lsp.setup import register_features
-
-    server = MnemoLanguageServer(workspace)
-    register_features(server)
-    logging.getLogger("mnemo").addHandler(server.log_handler)
-    return server
-
-
 def parse_host_port(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit():
@@ -158,23 +162,3 @@ class EofReader:
         if not data:
             self.on_eof()
         return data
-
-
-def serve(workspace: Path | None, ws: str | None = None) -> int:
-    """Serve until the client goes: ``exit``, stdin closed, parent or client process gone."""
-    address = parse_host_port(ws) if ws else None
-    if address and address[0] not in ("127.0.0.1", "localhost", "::1"):
-        log.error("refusing to serve LSP on non-loopback address %s: it has no authentication", address[0])
-        return 2
-    server = create_server(workspace)
-    server.lifeline.start()
-    try:
-        if address:
-            server.start_ws(*address)
-        else:
-            stdin = EofReader(sys.stdin.buffer, lambda: server.client_gone("stdin closed"))
-            server.start_io(stdin=stdin)  # type: ignore[arg-type]
-    finally:
-        server.client_gone("the connection ended")
-        server.close_services()
-    return 0

@@ -1,6 +1,13 @@
-"""The one place where LSP features are registered."""
+"""The one place where the LSP server is created and its features registered, and ``mnemo serve``.
+
+Creation lives here, not in :mod:`mnemo.lsp.server`: the handlers import the server class, and the
+server module imports no handler (no import circle)."""
 
 from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
 
 from mnemo.lsp.handlers import (
     actions,
@@ -14,7 +21,9 @@ from mnemo.lsp.handlers import (
     security,
     vcs,
 )
-from mnemo.lsp.server import MnemoLanguageServer
+from mnemo.lsp.server import EofReader, MnemoLanguageServer, parse_host_port
+
+log = logging.getLogger(__name__)
 
 
 def register_features(server: MnemoLanguageServer) -> None:
@@ -28,3 +37,30 @@ def register_features(server: MnemoLanguageServer) -> None:
     vcs.register(server)
     security.register(server)
     chat.register(server)  # last: another module may own textDocument/codeAction
+
+
+def create_server(workspace: Path | None = None) -> MnemoLanguageServer:
+    server = MnemoLanguageServer(workspace)
+    register_features(server)
+    logging.getLogger("mnemo").addHandler(server.log_handler)
+    return server
+
+
+def serve(workspace: Path | None, ws: str | None = None) -> int:
+    """Serve until the client goes: ``exit``, stdin closed, parent or client process gone."""
+    address = parse_host_port(ws) if ws else None
+    if address and address[0] not in ("127.0.0.1", "localhost", "::1"):
+        log.error("refusing to serve LSP on non-loopback address %s: it has no authentication", address[0])
+        return 2
+    server = create_server(workspace)
+    server.lifeline.start()
+    try:
+        if address:
+            server.start_ws(*address)
+        else:
+            stdin = EofReader(sys.stdin.buffer, lambda: server.client_gone("stdin closed"))
+            server.start_io(stdin=stdin)  # type: ignore[arg-type]
+    finally:
+        server.client_gone("the connection ended")
+        server.close_services()
+    return 0

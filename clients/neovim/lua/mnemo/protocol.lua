@@ -7,6 +7,8 @@ M.MEMORY_SEARCH = 'mnemo/memorySearch' -- {query, maxResults?, minScore?, source
 M.MEMORY_GET = 'mnemo/memoryGet' -- {path, from?, lines?} -> {path, from, lines, totalLines, text}
 M.STATUS = 'mnemo/status' -- {} -> status object
 M.INDEX_STATUS = 'mnemo/indexStatus' -- server -> client notification: the status object
+--- The status object's `state` ('released': the index was handed to another mnemo process).
+M.INDEX_STATES = { 'not indexed', 'indexing', 'ready', 'error', 'released' }
 
 -- Chat and sessions (client -> server requests)
 M.CHAT = 'mnemo/chat' -- {message, sessionId?, kind?} -> {text, citations, sessionId, finishReason, notes, ...}
@@ -14,8 +16,8 @@ M.CHAT_DELTA = 'mnemo/chatDelta' -- server -> client notification: {sessionId, r
 M.SESSIONS = 'mnemo/sessions' -- {} -> {sessions}
 M.NEW_SESSION = 'mnemo/newSession' -- {kind?, previousSessionId?} -> {sessionId, kind, snapshot}
 M.RESET_SESSION = 'mnemo/resetSession' -- {sessionId} -> {sessionId, kind, snapshot, archived}
-M.FLUSH = 'mnemo/flush' -- {sessionId} -> {sessionId, written, refused, noReply, kept, candidates, skipped}
-M.CMD_FLUSH = 'mnemo.flush' -- [{sessionId}]
+M.FLUSH = 'mnemo/flush' -- {sessionId, dryRun?} -> {sessionId, written, refused, noReply, kept, candidates, skipped, dryRun, items, rejected, ...}
+M.CMD_FLUSH = 'mnemo.flush' -- [{sessionId, dryRun?}]
 
 -- Approvals
 M.APPROVAL_REQUEST = 'mnemo/approvalRequest' -- server -> client request: {id, tool, command?, summary, reason, rule, timeoutS, ...} -> {choice}
@@ -23,10 +25,17 @@ M.APPROVALS_CHANGED = 'mnemo/approvalsChanged' -- server -> client notification:
 M.APPROVALS = 'mnemo/approvals' -- {} -> {approvals}
 M.RESOLVE_APPROVAL = 'mnemo/resolveApproval' -- {id, choice} -> {resolved, message?}
 M.EXEC = 'mnemo/exec' -- {command, session?, approvalTimeoutS?} -> {ok, output, decision, rule, exitCode, approval}
+M.AUDIT_VERIFY = 'mnemo/auditVerify' -- {} -> {ok, entries, problems, path}
+M.RISK_STATUS = 'mnemo/riskStatus' -- {} -> {level, sessions}
+
+-- Security
+M.SECURITY_AUDIT = 'mnemo/securityAudit' -- {} -> {workspace, worst, exitCode, counts, findings}
 
 -- Version control
 M.COMMIT = 'mnemo/commit' -- {message?, force?, initRepo?} -> {commit, message, files}; secrets: RequestFailed, data.secrets
 M.HISTORY = 'mnemo/history' -- {path, line?} -> {path, line, entries}
+M.CMD_COMMIT = 'mnemo.commit' -- [{message?, force?, initRepo?}], as mnemo/commit
+M.CMD_HISTORY = 'mnemo.history' -- [{path, line?}], as mnemo/history
 
 -- workspace/executeCommand commands
 M.CMD_REINDEX = 'mnemo.reindex' -- [{full?}] -> status object

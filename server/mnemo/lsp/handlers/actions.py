@@ -65,7 +65,10 @@ def code_actions(ls: MnemoLanguageServer, params: types.CodeActionParams) -> lis
         data = _duplicate_data(d)
         if data is None:
             continue
-        edit = memory_edits.delete_lines_edit(rel, text, int(data["startLine"]), int(data["endLine"]))
+        body = memory_edits.duplicate_body_lines(text, int(data["startLine"]), int(data["endLine"]))
+        if body[0] > body[1]:
+            continue
+        edit = memory_edits.delete_lines_edit(rel, text, *body)
         where = f"{data['otherPath']}#L{data['otherStartLine']}-L{data['otherEndLine']}"
         actions.append(
             types.CodeAction(

@@ -97,12 +97,10 @@ def register(server: MnemoLanguageServer) -> None:
 
     @server.feature(protocol.FLUSH)
     async def flush(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
-        p = protocol.SessionParams.parse(params)
-        raw = protocol.to_plain(params) or {}
-        dry_run = bool(protocol._get(raw, "dryRun", bool)) if isinstance(raw, dict) else False
+        p = protocol.FlushParams.parse(params)
         agent = await _agent(ls)
         cancel = threading.Event()
-        report = await _call(agent.flush, p.session_id, cancel, dry_run=dry_run, stop=cancel)
+        report = await _call(agent.flush, p.session_id, cancel, dry_run=p.dry_run, stop=cancel)
         return dict(report.as_dict())
 
     @server.command(protocol.CMD_FLUSH)

@@ -43,7 +43,11 @@ def _supports_progress(server: MnemoLanguageServer) -> bool:
 
 
 async def index_in_background(server: MnemoLanguageServer, *, full: bool = False) -> None:
-    """Sync the index on a worker thread, reporting work-done progress; typing never waits on it."""
+    """Sync the index on a worker thread, reporting work-done progress; typing never waits on it.
+
+    The keyword side is committed first (searchable in seconds; status is sent and the listeners run
+    then); the same progress then follows the background embedding of the pending chunks
+    ("embedding 1,240/4,100 chunks") until it is done or cancelled (shutdown, client gone, re-index)."""
     memory = server.core.memory
     token = f"mnemo-index-{uuid.uuid4()}"
     progress = server.work_done_progress
@@ -72,15 +76,32 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
     cancel_future = progress.tokens.get(token)
     if cancel_future is not None:
         cancel_future.add_done_callback(lambda _f: server.index_cancel.set())
+
+    def embedding(embedded: int, total: int) -> None:
+        if has_progress and total:
+            text = f"embedding {embedded:,}/{total:,} chunks (search is hybrid over those)"
+            pct = int(100 * embedded / total)
+            server.post(
+                lambda: progress.report(token, types.WorkDoneProgressReport(message=text, percentage=pct))
+            )
+        server.post(lambda: server.protocol.notify(protocol.INDEX_STATUS, memory.status()))
+
     message = "done"
     try:
+        memory.embed_in_background(server.index_cancel)  # the sync returns once keywords are searchable
         report_ = await asyncio.to_thread(memory.sync, full=full, progress=report, cancel=server.index_cancel)
-        message = (
-            f"{report_.files_indexed} file(s) indexed, {report_.chunks_embedded} chunk(s) embedded "
-            f"in {report_.seconds:.1f}s"
+        message = f"{report_.files_indexed} file(s) indexed in {report_.keyword_seconds:.1f}s" + (
+            f", {report_.chunks_pending:,} chunk(s) to embed" if report_.chunks_pending else ""
         )
         for path, problem in report_.problems:
             log.warning("%s: %s", path, problem)
+        server.protocol.notify(protocol.INDEX_STATUS, memory.status())
+        for listener in server.index_listeners:
+            listener()
+        if report_.chunks_pending:
+            done = await asyncio.to_thread(memory.wait_for_vectors, embedding, server.index_cancel)
+            embedded, total = memory.vector_counts()
+            message += f"; {embedded:,} of {total:,} chunks embedded" + ("" if done else " (paused)")
     except Exception as exc:
         message = f"indexing failed: {exc}"
         log.error("indexing failed: %s (see the server log)", exc, exc_info=True)

@@ -1,0 +1,207 @@
+"""Pending vectors: chunks committed with their keyword side only, embedded afterwards in batches.
+
+A sync writes every chunk at once with its text, fts postings and, when the embedding cache has it, its
+vector; a chunk whose text the model has not seen yet is written with ``embedding = NULL``: it is
+*pending*, searchable by keyword at once. :func:`embed_step` then embeds pending chunks, most useful first
+(:data:`PRIORITY`), and commits each batch: a process killed mid-way loses at most the batch in hand,
+and the next one resumes where the last commit left off (the pending chunks are simply still NULL).
+
+DuckDB's vss HNSW index skips NULL vectors, but an ``UPDATE`` of an HNSW-indexed column crashes DuckDB
+1.5.5 (a segfault after two updates in a row, seen while building this). So a batch is written as
+new rows (same id, key and text, with the vector) and the NULL rows are deleted, in one transaction: the
+same insert/delete path every edit takes. Chunk ids stay, so the fts postings are untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from mnemo.embeddings import Embedder
+
+if TYPE_CHECKING:
+    from mnemo.index.store import ChunkStore
+
+EMBED_BATCH = 32
+"""Pending chunks embedded per committed batch (a couple of seconds of a local model on a busy CPU)."""
+
+PRIORITY = (
+    "CASE WHEN path IN ('MEMORY.md', 'memory.md') THEN 0 WHEN kind = 'session' THEN 3 "
+    "WHEN day IS NOT NULL THEN 1 ELSE 2 END, day DESC NULLS LAST, path, start_line"
+)
+"""Which pending chunks are embedded first: MEMORY.md, then dated notes newest first, then undated
+notes and skills, then session transcripts."""
+
+
+class Cancel(Protocol):
+    """What stops embedding early (a ``threading.Event``, or several)."""
+
+    def is_set(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class PendingChunk:
+    id: int
+    key: str
+    input: str
+    """What the model sees (:func:`mnemo.index.indexer.embedding_input`: heading path, newline, text)."""
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.input.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One committed batch: chunks given a vector, how many the model embedded (the rest came from the
+    embedding cache), and what is left."""
+
+    filled: int
+    embedded: int
+    pending: int
+    total: int
+
+
+def vector_counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(chunks with a vector, all chunks) of an index with vectors."""
+    row = con.execute("SELECT count(embedding), count(*) FROM chunks").fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def pending_batch(store: ChunkStore, limit: int) -> list[PendingChunk]:
+    rows = store.con.execute(
+        f"SELECT id, key, heading, text FROM chunks WHERE embedding IS NULL ORDER BY {PRIORITY} LIMIT ?",
+        [int(limit)],
+    ).fetchall()
+    return [
+        PendingChunk(cid, key, f"{heading}\n{text}" if heading else text) for cid, key, heading, text in rows
+    ]
+
+
+def fill_vectors(store: ChunkStore, chunks: Sequence[PendingChunk], vectors: np.ndarray) -> int:
+    """Give still-pending ``chunks`` their vectors (inside the caller's transaction); returns how many.
+
+    A chunk deleted or rewritten since it was read is skipped (its id and key must both still match:
+    a rebuilt generation numbers its chunks from 1 again)."""
+    if not chunks:
+        return 0
+    dims = store.identity.dims
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
+    batch = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
+        {
+            "id": pa.array([c.id for c in chunks], pa.int64()),
+            "key": pa.array([c.key for c in chunks]),
+            "embedding": pa.FixedSizeListArray.from_arrays(flat, dims),
+        }
+    )
+    columns = "c.id, c.key, c.path, c.source, c.kind, c.day, c.start_line, c.end_line, c.heading, c.text"
+    row = store.con.execute(
+        f"INSERT INTO chunks SELECT {columns}, c.terms, c.hash, CAST(b.embedding AS FLOAT[{dims}]) "
+        "FROM chunks c JOIN batch b ON c.id = b.id AND c.key = b.key WHERE c.embedding IS NULL"
+    ).fetchone()
+    filled = int(row[0]) if row else 0
+    store.con.execute(
+        "DELETE FROM chunks USING batch b "
+        "WHERE chunks.embedding IS NULL AND chunks.id = b.id AND chunks.key = b.key"
+    )
+    return filled
+
+
+def embed_step(
+    store_of: Callable[[], ChunkStore | None],
+    embedder: Embedder,
+    embed_lock: threading.Lock,
+    *,
+    write_lock: contextlib.AbstractContextManager[object] | None = None,
+    cancel: Cancel | None = None,
+    pause: Callable[[], None] | None = None,
+    limit: int = EMBED_BATCH,
+) -> StepResult | None:
+    """Embed and commit one batch of pending chunks; None when nothing is pending (or no index with
+    this model's vectors is open). ``store_of`` gives the writable store (None: none);
+    ``write_lock`` guards the store's connection (held only to read the batch and to commit it, never
+    while the model runs); ``pause`` is called before each text (to let a search's query embedding go
+    first); ``cancel`` stops early, committing what was embedded."""
+    guard = write_lock if write_lock is not None else contextlib.nullcontext()
+    with guard:
+        store = store_of()
+        if store is None or store.identity.dims == 0:
+            return None
+        chunks = pending_batch(store, limit)
+        if not chunks:
+            return None
+        cached = store.cached_embeddings(sorted({c.digest for c in chunks}))
+    fresh: dict[str, np.ndarray] = {}
+    done: list[PendingChunk] = []
+    for chunk in chunks:
+        if cancel is not None and cancel.is_set():
+            break
+        digest = chunk.digest
+        if digest not in cached and digest not in fresh:
+            if pause is not None:
+                pause()
+            with embed_lock:
+                fresh[digest] = embedder.embed([chunk.input])[0]
+        done.append(chunk)
+    vectors = (
+        np.stack([fresh[c.digest] if c.digest in fresh else cached[c.digest] for c in done]) if done else None
+    )
+    with guard:
+        store = store_of()
+        if store is None or store.identity.dims == 0:
+            return None
+        with store.transaction():
+            if fresh:
+                store.cache_embeddings(fresh)
+            filled = fill_vectors(store, done, vectors) if vectors is not None else 0
+        embedded, total = vector_counts(store.con)
+    return StepResult(filled, len(fresh), total - embedded, total)
+
+
+@dataclass
+class Vectors:
+    """Vectors for a file's new chunks: a row per chunk, ``pending`` where none is known yet."""
+
+    matrix: np.ndarray
+    pending: list[bool]
+    embedded: int
+    """Texts the model embedded for this call."""
+    cached: int
+    """Chunks whose vector came from the embedding cache."""
+
+
+def vectors_for(
+    store: ChunkStore, inputs: Sequence[str], embed: Callable[[str], np.ndarray] | None
+) -> Vectors:
+    """The vectors of ``inputs`` from the embedding cache; the rest from ``embed`` (each new one cached,
+    inside its own transaction), or left pending when ``embed`` is None (a sync: keyword side first)."""
+    dims = store.identity.dims
+    digests = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in inputs]
+    known = store.cached_embeddings(sorted(set(digests)))
+    cached = sum(d in known for d in digests)
+    fresh: dict[str, np.ndarray] = {}
+    if embed is not None:
+        for digest, text in sorted(
+            {d: t for d, t in zip(digests, inputs, strict=True) if d not in known}.items()
+        ):
+            fresh[digest] = embed(text)
+        if fresh:
+            with store.transaction():
+                store.cache_embeddings(fresh)
+        known.update(fresh)
+    out = np.zeros((len(inputs), dims), dtype=np.float32)
+    pending = []
+    for i, digest in enumerate(digests):
+        vector = known.get(digest)
+        pending.append(vector is None)
+        if vector is not None:
+            out[i] = vector
+    return Vectors(out, pending, len(fresh), cached)

@@ -1,0 +1,304 @@
+"""Searchable before the vectors are done: the keyword side is committed first, vectors follow in batches.
+
+A slow model is simulated by an embedder behind a gate: syncs return while it is closed, searches answer
+by keyword, status says how far embedding is; batches are committed, so a restart resumes without
+embedding a committed chunk again; cancelling stops embedding between two texts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.conftest import HashEmbedder
+
+from mnemo.cli import main
+from mnemo.config import load_settings
+from mnemo.index import pending
+from mnemo.index.duck import connect
+from mnemo.memory_service import MemoryService
+from mnemo.workspace.layout import Workspace
+
+GATE_TIMEOUT_S = 30.0
+
+
+class GatedEmbedder(HashEmbedder):
+    """HashEmbedder whose chunk embeddings wait for ``gate`` (queries too); ``allow`` lets n texts through."""
+
+    def __init__(self) -> None:
+        super().__init__(dims=32)
+        self.gate = threading.Event()
+        self.passes = threading.Semaphore(0)
+        self.calls = 0
+        self.cancel: threading.Event | None = None
+        """When set, the text in hand is finished (as a real model finishes its text) instead of waiting."""
+
+    def allow(self, n: int) -> None:
+        for _ in range(n):
+            self.passes.release()
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        deadline = time.monotonic() + GATE_TIMEOUT_S
+        while not self.gate.is_set() and not self.passes.acquire(blocking=False):
+            if self.cancel is not None and self.cancel.is_set():
+                break
+            assert time.monotonic() < deadline, "the test never opened the gate"
+            self.gate.wait(0.02)
+        return super().embed(texts)
+
+
+def notes(n: int) -> dict[str, str]:
+    files = {"MEMORY.md": "# Memory\n\n- The billing service uses PostgreSQL.\n"}
+    for i in range(n):
+        files[f"memory/2026-01-{i % 28 + 1:02d}-n{i}.md"] = (
+            f"# Note {i}\n\nThis note is about item{i}word and the lighthouse.\n"
+        )
+    files["memory/gardening.md"] = "# Gardening\n\nTomatoes need full sun and zucchini needs space.\n"
+    return files
+
+
+def service(root: Path, embedder: HashEmbedder) -> MemoryService:
+    settings, problems = load_settings(root)
+    ws = Workspace(root, ignore=[*settings.index.ignore, settings.index.dir])
+    return MemoryService(ws, settings, embedder, problems)
+
+
+def sync_in_thread(memory: MemoryService, **kwargs: object):  # type: ignore[no-untyped-def]
+    """Run a sync that must return while the model is blocked (fails instead of hanging)."""
+    out: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: out.setdefault("report", memory.sync(**kwargs)), daemon=True)
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive(), "the sync waited for the model"
+    return out["report"]
+
+
+def test_keyword_search_answers_before_any_vector(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace(notes(6))
+    embedder = GatedEmbedder()
+    memory = service(root, embedder)
+    try:
+        memory.embed_in_background()
+        report = sync_in_thread(memory)
+        assert report.rebuilt and report.chunks_pending == report.files_seen == 8
+        outcome = memory.search("PostgreSQL")
+        assert outcome.results[0].path == "MEMORY.md"
+        assert outcome.mode == "keyword"  # no vector to compare a query vector with: the model is not asked
+        assert any("0 of 8 chunks embedded" in note for note in outcome.notes), outcome.notes
+        status = memory.status()
+        assert status["mode"] == "hybrid" and status["vectors"]["embedded"] == 0
+        assert status["vectors"]["chunks"] == 8 and status["vectors"]["embedding"] is True
+        assert any("embedding continues in the background" in note for note in status["notes"])
+
+        embedder.allow(3)  # MEMORY.md and the two newest notes
+        seen: list[tuple[int, int]] = []
+        embedder.gate.set()
+        assert memory.wait_for_vectors(lambda e, t: seen.append((e, t)))
+        assert seen[-1] == (8, 8)
+        status = memory.status()
+        assert status["vectors"] == {"embedded": 8, "chunks": 8, "embedding": False}
+        assert status["notes"] == []
+        outcome = memory.search("PostgreSQL")
+        assert outcome.mode == "hybrid" and outcome.results[0].parts.vector is not None
+        assert not any("embedded" in note for note in outcome.notes)
+    finally:
+        embedder.gate.set()
+        memory.close()
+
+
+def test_newest_and_evergreen_notes_are_embedded_first(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace(
+        {
+            "memory/topic.md": "# Topic\n\nundated topic text\n",
+            "memory/2025-01-01.md": "# Old\n\nold dated text\n",
+            "MEMORY.md": "# Memory\n\nevergreen text\n",
+            "memory/2026-05-01.md": "# New\n\nnew dated text\n",
+        }
+    )
+    embedder = HashEmbedder()
+    memory = service(root, embedder)
+    try:
+        report = memory.sync(vectors="later")
+        assert report.chunks_pending == 4 and embedder.embedded == []
+        memory.sync()  # "wait": embeds what is pending, in priority order
+        order = [text.split("\n")[-1] for text in embedder.embedded]
+        assert order == ["evergreen text", "new dated text", "old dated text", "undated topic text"]
+    finally:
+        memory.close()
+
+
+def test_partial_vectors_rank_pending_chunks_by_their_keyword_score(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace(notes(4))
+    embedder = HashEmbedder(dims=32)
+    memory = service(root, embedder)
+    try:
+        memory.sync(vectors="later")
+        step = pending.embed_step(memory.indexer.writable_store, embedder, memory.indexer.embed_lock, limit=1)
+        assert step is not None and (step.filled, step.pending, step.total) == (1, 5, 6)
+        outcome = memory.search("zucchini")  # gardening.md: undated, so still pending
+        assert outcome.mode == "hybrid"
+        assert any("hybrid, 1 of 6 chunks embedded" in note for note in outcome.notes), outcome.notes
+        top = outcome.results[0]
+        assert top.path == "memory/gardening.md" and top.parts.vector is None
+        # Its score is its keyword score, as in keyword mode: not pushed down for the missing vector part.
+        assert top.parts.score == pytest.approx(top.parts.text, abs=0.06)
+        embedded = memory.search("PostgreSQL").results[0]  # MEMORY.md was embedded first
+        assert embedded.path == "MEMORY.md" and embedded.parts.vector is not None
+    finally:
+        memory.close()
+
+
+def test_restart_resumes_without_embedding_committed_batches_again(make_workspace, consistent) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace(notes(pending.EMBED_BATCH + 20))
+    first_model = HashEmbedder(dims=32)
+    first = service(root, first_model)
+    report = first.sync(vectors="later")
+    total = report.chunks_pending
+    assert total == pending.EMBED_BATCH + 22
+    step = first.indexer.embed_step()  # one committed batch, then the process "stops"
+    assert step is not None and step.filled == pending.EMBED_BATCH
+    first.close()
+
+    second_model = HashEmbedder(dims=32)
+    second = service(root, second_model)
+    try:
+        report = second.sync()
+        assert report.chunks_embedded == total - pending.EMBED_BATCH and report.chunks_pending == 0
+        assert not set(first_model.embedded) & set(second_model.embedded)
+        assert second.vector_counts() == (total, total)
+        consistent(second.indexer.store.con)
+    finally:
+        second.close()
+
+
+def test_cancel_stops_between_texts_and_the_next_wake_resumes(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace(notes(10))
+    embedder = GatedEmbedder()
+    memory = service(root, embedder)
+    cancel = threading.Event()
+    try:
+        embedder.cancel = cancel
+        memory.embed_in_background(cancel)
+        sync_in_thread(memory)
+        embedder.allow(2)
+        cancel.set()
+        assert memory.vectors.thread.wait_idle(10), "embedding did not stop after cancel"
+        embedded, total = memory.vector_counts()
+        # what was embedded before the cancel is committed; the text in hand then is finished
+        assert total == 12 and embedded <= 3
+        assert memory.status()["vectors"]["embedding"] is False
+        cancel.clear()
+        embedder.gate.set()
+        sync_in_thread(memory)  # the next sync (a restart's, a re-index) wakes it again
+        assert memory.wait_for_vectors()
+        assert memory.vector_counts() == (12, 12)
+    finally:
+        embedder.gate.set()
+        memory.close()
+
+
+def test_close_ends_the_embedding_thread_promptly(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace(notes(10))
+    embedder = GatedEmbedder()
+    memory = service(root, embedder)
+    memory.embed_in_background()
+    sync_in_thread(memory)
+    embedder.allow(1)
+    closer = threading.Thread(target=memory.close, daemon=True)
+    closer.start()
+    embedder.gate.set()  # the text in hand finishes; no further text is started
+    closer.join(10)
+    assert not closer.is_alive()
+    assert embedder.calls <= 3
+
+
+def test_hnsw_index_skips_pending_rows_and_takes_filled_ones(make_workspace, consistent) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace(notes(3))
+    embedder = HashEmbedder(dims=32)
+    memory = service(root, embedder)
+    memory.sync(vectors="later")
+    memory.close()
+    path = root / ".mnemo" / "index.duckdb"
+    probe = embedder.embed(["PostgreSQL"])[0]
+    literal = "[" + ",".join(format(float(x), ".9g") for x in probe) + "]::FLOAT[32]"
+    query = f"SELECT id FROM chunks ORDER BY array_cosine_distance(embedding, {literal}) LIMIT 10"
+    con = connect(path)
+    try:
+        assert con.execute(query).fetchall() == []  # the HNSW index holds no pending (NULL) vector
+    finally:
+        con.close()
+    again = service(root, HashEmbedder(dims=32))
+    try:
+        again.sync()
+        con = again.indexer.store.con
+        assert len(con.execute(query).fetchall()) == 5
+        consistent(con)
+        plan = con.execute("EXPLAIN " + query).fetchall()[0][1]
+        assert "HNSW" in plan.upper()
+    finally:
+        again.close()
+    assert not (root / ".mnemo" / "index.duckdb.wal").exists()
+
+
+def test_cli_index_no_wait_then_status_and_search(make_workspace, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    import mnemo.services
+
+    root = make_workspace(notes(3))
+    monkeypatch.setattr(mnemo.services, "build_embedder", lambda _settings: HashEmbedder(dims=32))
+    assert main(["index", "--no-wait", "-w", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "searchable after" in out and "5 chunk(s) wait for vectors" in out
+    assert main(["status", "-w", str(root)]) == 0
+    assert "hybrid, 0 of 5 chunks embedded" in capsys.readouterr().out
+    assert main(["search", "--no-sync", "-w", str(root), "PostgreSQL"]) == 0
+    out = capsys.readouterr().out
+    assert "MEMORY.md" in out and "run `mnemo index` to embed them" in out
+    assert main(["index", "--wait", "-w", str(root)]) == 0
+    assert "embedded 5 chunk(s)" in capsys.readouterr().out
+    assert main(["status", "-w", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "mode       hybrid\n" in out
+
+
+def test_vectors_for_leaves_unknown_texts_pending(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace({"MEMORY.md": "# M\n\nx\n"})
+    memory = service(root, HashEmbedder(dims=8))
+    try:
+        memory.sync()
+        store = memory.indexer.store
+        known = store.con.execute("SELECT heading, text FROM chunks").fetchone()
+        text = f"{known[0]}\n{known[1]}" if known[0] else known[1]
+        found = pending.vectors_for(store, [text, "never seen"], None)
+        assert found.pending == [False, True] and found.cached == 1 and found.embedded == 0
+        assert np.count_nonzero(found.matrix[1]) == 0
+    finally:
+        memory.close()
+
+
+def test_listeners_hear_when_background_embedding_has_caught_up(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    # Editor diagnostics that need vectors (near-duplicates) are recomputed then.
+    root = make_workspace(notes(3))
+    embedder = GatedEmbedder()
+    memory = service(root, embedder)
+    caught_up = threading.Event()
+    counts: list[tuple[int, int]] = []
+    memory.on_vectors_ready(lambda: (counts.append(memory.vector_counts()), caught_up.set()))
+    try:
+        memory.embed_in_background()
+        sync_in_thread(memory)
+        assert not caught_up.wait(0.3)  # the model is blocked: nothing is ready yet
+        embedder.gate.set()
+        assert caught_up.wait(GATE_TIMEOUT_S)
+        assert counts[-1] == (5, 5)
+        caught_up.clear()
+        (root / "memory" / "new.md").write_text("# New\n\nA later note about kites.\n", encoding="utf-8")
+        memory.sync()
+        assert caught_up.wait(GATE_TIMEOUT_S)  # again for the chunks a later sync left pending
+        assert counts[-1] == (6, 6)
+    finally:
+        embedder.gate.set()
+        memory.close()
