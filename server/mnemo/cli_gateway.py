@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import asyncio
 import contextlib
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from mnemo.agent import ChatReply
     from mnemo.gateway.server import Gateway
     from mnemo.index_sharing import SharedMemory
+    from mnemo.lifeline import Lifeline
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,8 @@ def run_gateway(args: argparse.Namespace) -> int:
     from mnemo.services import build_services
 
     parent = os.getppid() if args.exit_with_parent else None  # before the slow start-up: it may die meanwhile
+    stopping = _Stopping()
+    lifeline = _start_lifeline(stopping, parent)  # watching from here: start-up can take seconds under load
     root = args.workspace.resolve()
     settings, problems = load_gateway_settings(root)
     for problem in problems:
@@ -128,8 +132,11 @@ def run_gateway(args: argparse.Namespace) -> int:
     stop = threading.Event()
     threading.Thread(target=_sync_loop, args=(shared, stop, 15.0), daemon=True).start()
     try:
-        return asyncio.run(_serve(gateway, host, args.port, token_file, writer, parent))
+        return asyncio.run(_serve(gateway, host, args.port, token_file, writer, stopping))
+    except KeyboardInterrupt:  # the parent went away (or stdin closed) during start-up
+        return 0
     finally:
+        lifeline.stop()
         stop.set()
         services.close()
 
@@ -148,24 +155,51 @@ def _quiet_sync(shared: SharedMemory) -> None:
         log.warning("index sync failed: %s", exc)
 
 
+class _Stopping:
+    """Where the lifeline's "gone" goes: during start-up it interrupts the main thread (with a deadline),
+    once serving it sets the loop's stop event."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._serving: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+
+    def serving(self, loop: asyncio.AbstractEventLoop, stopped: asyncio.Event) -> None:
+        with self._lock:
+            self._serving = (loop, stopped)
+
+    def gone(self, reason: str) -> None:
+        from mnemo.lifeline import exit_by
+
+        print(f"mnemo gateway: {reason}", file=sys.stderr, flush=True)
+        with self._lock:
+            serving = self._serving
+        if serving is not None:
+            serving[0].call_soon_threadsafe(serving[1].set)
+            return
+        exit_by(STOP_DEADLINE_S)  # a start-up step stuck in C code must not keep it alive
+        _thread.interrupt_main()
+
+
+def _start_lifeline(stopping: _Stopping, parent: int | None) -> Lifeline:
+    from mnemo.lifeline import Lifeline
+
+    lifeline = Lifeline(stopping.gone, parent=parent)
+    if lifeline.watch_stdin_hangup() or parent is not None:
+        lifeline.start()
+    return lifeline
+
+
 async def _serve(
-    gateway: Gateway, host: str, port: int | None, token_file: Any, writer: bool, parent: int | None
+    gateway: Gateway, host: str, port: int | None, token_file: Any, writer: bool, stopping: _Stopping
 ) -> int:
-    from mnemo.lifeline import Lifeline, exit_by
+    from mnemo.lifeline import exit_by
 
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stopped.set)
-
-    def gone(reason: str) -> None:
-        print(f"mnemo gateway: {reason}", file=sys.stderr, flush=True)
-        loop.call_soon_threadsafe(stopped.set)
-
-    lifeline = Lifeline(gone, parent=parent)
-    if lifeline.watch_stdin_hangup() or parent is not None:
-        lifeline.start()
+    stopping.serving(loop, stopped)
     bound = await gateway.start(host, port)
     scheme = "wss" if gateway.settings.tls_cert else "ws"
     print(
@@ -181,7 +215,6 @@ async def _serve(
         flush=True,
     )
     await stopped.wait()
-    lifeline.stop()
     exit_by(STOP_DEADLINE_S)  # a chat turn on a worker thread must not keep a stopped gateway alive
     print("mnemo gateway: stopping", file=sys.stderr, flush=True)
     await gateway.stop()
