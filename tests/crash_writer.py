@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -147,6 +148,9 @@ def crash_round(root: Path, rng: random.Random, round_no: int, *, max_delay_s: f
     before = markdown_hashes(root)
     proc = spawn_writer(root)
     delay = rng.uniform(0.2, max_delay_s)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 120)  # start-up under load: not part of the delay
+    assert ready and proc.stdout.readline().strip() == "started", "the writer did not start"
     time.sleep(delay)
     kill(proc)
     assert markdown_hashes(root) == before, "the writer changed Markdown"
@@ -187,6 +191,7 @@ def _write_forever(root: Path, mode: str) -> None:
     from mnemo.memory_service import MemoryService
     from mnemo.workspace.layout import Workspace
 
+    print("started", flush=True)  # imports done: the kill delay counts from here, whatever the load
     settings, problems = load_settings(root)
     workspace = Workspace(root, ignore=[*settings.index.ignore, settings.index.dir])
     memory = MemoryService(workspace, settings, embedder(), problems)
