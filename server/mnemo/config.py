@@ -75,7 +75,7 @@ class SearchSettings:
     vector_weight: float = 0.7
     text_weight: float = 0.3
     cjk_vector_weight: float = -1.0
-    """vector_weight for queries written mostly in CJK scripts. -1: automatic — 0.2 with the bundled
+    """vector_weight for queries written mostly in CJK scripts. -1: automatic — 0.0 with the bundled
     all-MiniLM-L6-v2, an English model whose vectors of Chinese text are mostly noise; vector_weight
     with any other model."""
     half_life_days: float = 30.0
@@ -155,6 +155,11 @@ class AgentSettings:
     """Memory search results injected (with citations) into each turn's context; 0 turns recall off."""
     flush_max_items: int = 5
     """Most items one memory flush may append (the rest are reported as rejected)."""
+    grounding: Literal["auto", "strict", "cite", "off"] = "auto"
+    """Answers checked against recall in code (mnemo.agent.grounding). strict: nothing relevant recalled ->
+    "I don't have that in memory." without calling the model; an answer citing no recalled note gets the
+    citation of the line it repeats, else the best recalled line quoted before it. cite: only the citation
+    appended. auto: strict for the bundled demo model and windows up to 2048 tokens, else off."""
 
 
 @dataclass

@@ -10,8 +10,9 @@ import pytest
 
 from mnemo.config import SearchSettings
 from mnemo.embeddings import NoneEmbedder
-from mnemo.search import ranking
-from mnemo.search.hybrid import HybridSearcher, _Candidate
+from mnemo.search import lines, ranking, select
+from mnemo.search.hybrid import HybridSearcher, ScoreParts, SearchHit, _Candidate
+from mnemo.text.terms import token_set
 
 
 # -- text ---------------------------------------------------------------------------------------
@@ -273,3 +274,117 @@ def test_newer_version_takes_the_place_of_the_one_it_updates() -> None:
     age = ranking.age_days(date(2026, 6, 1), TODAY)
     assert new.score >= 0.60 * ranking.supersede_decay(age, 30, superseded=False, recent_query=False) - 1e-9
     assert any("newer version of memory/2026-06-01.md" in r for r in new.reasons)
+
+
+# -- issue 20: supersede and MMR decided on the line that answers the query ----------------------
+def _daily(cid: int, day: date, fact: str, score: float, filler: tuple[str, ...] = ()) -> _Candidate:
+    text = "\n".join(
+        [f"# {day.isoformat()}", "", "## Decisions", "", *(f"- {f}" for f in filler), f"- {fact}"]
+    )
+    c = _cand(cid, f"memory/{day.isoformat()}.md", day, text, score)
+    c.row = (*c.row[:6], 1, text.count("\n") + 1, *c.row[8:])
+    return c
+
+
+BILLING_QUERY = "what did we decide about the billing database"
+OLD_BILLING = "Decision: the billing database will be MongoDB (billing)."
+NEW_BILLING = "Final decision: we are moving the billing database to PostgreSQL (billing)."
+NEW_PAYMENTS = "Final decision: we are moving the payments database to MySQL (payments)."
+
+
+def _foci(texts: list[str], query: str) -> list[lines.Focus | None]:
+    chunk_lines = [lines.content_lines(t) for t in texts]
+    weights = lines.term_weights(token_set(query), chunk_lines)
+    return [lines.focus(ls, weights) for ls in chunk_lines]
+
+
+def test_focus_is_the_line_that_answers_the_query() -> None:
+    text = "# 2026-06-26\n\n## Decisions\n\n- Lunch with Ines; talked about hiring.\n- " + OLD_BILLING
+    f = _foci([text, "- unrelated filler about lunch"], BILLING_QUERY)[0]
+    assert f is not None and f.offset == 5 and {"billing", "database"} <= f.matched and not f.ambiguous
+    # Two lines holding the same query words: an ambiguous focus, which takes part in no update.
+    (g, h) = _foci(
+        ["- 账单服务上线失败：迁移脚本。\n- 账单服务的日志量太大。", "- 账单服务的日志量太大。"], "账单的部署"
+    )
+    assert g is not None and g.ambiguous
+    weights = {"账单": 1.0}
+    assert not lines.updates(g, h, weights)
+    # No line shares a query word: no focus, unless the chunk is one line.
+    assert _foci(["- lunch\n- hiring"], "billing database")[0] is None
+
+
+def test_updates_compares_the_answering_lines_not_the_chunks() -> None:
+    old, new, payments = _foci(["- " + OLD_BILLING, "- " + NEW_BILLING, "- " + NEW_PAYMENTS], BILLING_QUERY)
+    weights = lines.term_weights(
+        token_set(BILLING_QUERY), [lines.content_lines(t) for t in (OLD_BILLING, NEW_BILLING, NEW_PAYMENTS)]
+    )
+    assert lines.updates(old, new, weights)
+    # Another entity's decision lacks "billing": it updates nothing about billing.
+    assert not lines.updates(old, payments, weights)
+    # Reported: "who leads on-call for Beacon" - the Comet lead line shares every word but "beacon".
+    q = "who leads on-call for Beacon"
+    beacon, comet = _foci(
+        [
+            "- Bruno is now the on-call lead for the Beacon team.",
+            "- Lena is now the on-call lead for the Comet team.",
+        ],
+        q,
+    )
+    w = lines.term_weights(token_set(q), [lines.content_lines("- on-call beacon for")])
+    assert not lines.updates(beacon, comet, w)
+
+
+def test_newer_version_wins_although_its_chunk_is_less_relevant() -> None:
+    # Daily-note chunks mix unrelated lines: the update's chunk scores lower as a whole (0.42 vs 0.45).
+    old = _daily(
+        1, date(2026, 6, 26), OLD_BILLING, 0.45, ("Interviewed a backend candidate; strong on databases.",)
+    )
+    new = _daily(
+        2, date(2026, 7, 19), NEW_BILLING, 0.42, ("Paired with Hiro on flaky tests in the pipeline.",)
+    )
+    other = _daily(3, date(2026, 11, 22), NEW_PAYMENTS, 0.44, ("Sprint planning ran long.",))
+    parts = _rank([old, new, other], BILLING_QUERY)
+    o, n, p = parts["memory/2026-06-26.md"], parts["memory/2026-07-19.md"], parts["memory/2026-11-22.md"]
+    assert o.superseded and o.reasons[0] == "superseded by memory/2026-07-19.md#L6"
+    assert n.score > o.score and "takes its place" in n.reasons[0]
+    assert not n.superseded and not p.reasons, "the newer payments decision does not update the billing one"
+    assert n.line == 6 and o.line == 6
+
+
+def test_mmr_does_not_penalise_a_line_that_names_what_the_query_asks() -> None:
+    q = "how many calls can one client make to Atlas per minute"
+    atlas, delta = _foci(
+        [
+            "- Atlas public API: clients are throttled at 300 requests a minute per key.",
+            "- Delta public API: clients are throttled at 400 requests a minute per key.",
+        ],
+        q,
+    )
+    assert atlas is not None and delta is not None
+    assert lines.redundancy(atlas, delta) == 0.0  # Atlas covers "atlas"
+    assert lines.redundancy(delta, atlas) > 0.5  # Delta says nothing the Atlas line does not
+
+
+def _hit(cid: int, score: float, line: str, query: str) -> SearchHit:
+    (f,) = _foci([line], query)
+    parts = ScoreParts(vector=None, text=score, bm25=1.0, decay=1.0, weight=1.0, score=score)
+    return SearchHit(cid, f"k{cid}", f"memory/{cid}.md", "memory", 1, 1, "", line, parts, f)
+
+
+def test_mmr_counts_only_real_redundancy() -> None:
+    q = "how long do tomatoes take to ripen"
+    settings = SearchSettings(mmr=True, mmr_lambda=0.7)
+    # Two passages on one topic, each worth reading (token overlap about 0.3): kept in score order.
+    topic = [
+        _hit(1, 0.60, "Tomatoes take 60 to 85 days to ripen after planting, depending on the variety.", q),
+        _hit(2, 0.58, "Most tomatoes ripen within six to eight weeks once the flowers are pollinated.", q),
+        _hit(3, 0.55, "Peppers and tomatoes take a long season; start them indoors.", q),
+    ]
+    assert [h.chunk_id for h in select.diversify(topic, settings, 3)] == [1, 2, 3]
+    # A repeated line is redundant: the copy drops below a different answer.
+    repeated = [
+        _hit(1, 0.60, "Tomatoes take 60 to 85 days to ripen after planting.", q),
+        _hit(2, 0.59, "Tomatoes take 60 to 85 days to ripen after planting!", q),
+        _hit(3, 0.50, "Cherry tomatoes ripen faster, in about 50 days.", q),
+    ]
+    assert [h.chunk_id for h in select.diversify(repeated, settings, 3)] == [1, 3, 2]

@@ -20,6 +20,10 @@ NOTES = {
         "# 2026-10-02\n\n## Decisions\n\n- Final decision: we are moving the billing database to PostgreSQL.\n"
         "- Sprint planning ran long.\n"
     ),
+    "memory/2026-11-20.md": (
+        "# 2026-11-20\n\n## Decisions\n\n- Final decision: we are moving the payments database to MySQL.\n"
+        "- Lunch with Hiro; talked about hiring.\n"
+    ),
     "memory/2026-09-14.md": (
         "# 2026-09-14\n\n## Infra\n\n- Set up pgbouncer in transaction mode as the pooler in front of the billing Postgres.\n"
         "- Lunch with Hiro; talked about hiring.\n"
@@ -50,6 +54,15 @@ class TestRecallWithTheLocalModel:
         ]
         assert decisions and decisions[0] == "memory/2026-10-02.md", [h.citation for h in out.results]
         assert all(0.0 <= h.parts.score <= 1.0 for h in out.results)
+
+    def test_update_is_decided_on_the_answering_line(self, hybrid: Services) -> None:
+        out = hybrid.memory.search("what did we decide about the billing database", today=TODAY)
+        by_path = {h.path: h.parts for h in out.results}
+        assert "memory/2026-06-10.md" in by_path, "the older version stays in the list"
+        assert "superseded by memory/2026-10-02.md#L5" in by_path["memory/2026-06-10.md"].reasons
+        newest = by_path["memory/2026-10-02.md"]
+        assert not newest.superseded, "a newer decision about the payments database updates nothing here"
+        assert newest.line == 5
 
     def test_memory_md_does_not_beat_the_clear_answer(self, hybrid: Services) -> None:
         out = hybrid.memory.search("connection pooler for the billing database", today=TODAY)

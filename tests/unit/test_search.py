@@ -178,8 +178,8 @@ def test_cjk_queries_lean_on_bm25_with_the_bundled_english_model() -> None:
     embedder = object()
     bundled = HybridSearcher(embedder, SearchSettings(), threading.Lock(), english_only_vectors=True)  # type: ignore[arg-type]
     assert bundled.vector_weight("billing database") == 0.7
-    assert bundled.vector_weight("数据库集群迁移") == 0.2
-    assert bundled.vector_weight("API 设计评审") == 0.2
+    assert bundled.vector_weight("数据库集群迁移") == 0.0  # MiniLM's vectors of Chinese are noise
+    assert bundled.vector_weight("API 设计评审") == 0.0
     other = HybridSearcher(embedder, SearchSettings(), threading.Lock())  # type: ignore[arg-type]
     assert other.vector_weight("数据库集群迁移") == 0.7, "another model keeps the configured weight"
     chosen = HybridSearcher(embedder, SearchSettings(cjk_vector_weight=0.5), threading.Lock())  # type: ignore[arg-type]
@@ -211,6 +211,18 @@ ISSUE20_NOTES = {
         f"memory/2026-10-{d:02d}.md": f"# 2026-10-{d:02d}\n\n## 日志\n\n- 今天主要在写 Atlas 的单元测试，问题不多。\n"
         for d in range(1, 9)
     },
+    "memory/2026-06-26.md": (
+        "# 2026-06-26\n\n## Decisions\n\n- Interviewed a backend candidate; strong on databases.\n"
+        "- Decision: the billing database will be MongoDB.\n- Lunch with Ines; talked about the roadmap.\n"
+    ),
+    "memory/2026-07-19.md": (
+        "# 2026-07-19\n\n## Decisions\n\n- Paired with Hiro on flaky tests in the notifications pipeline.\n"
+        "- Final decision: we are moving the billing database to PostgreSQL.\n- Updated the runbook.\n"
+    ),
+    "memory/2026-11-22.md": (
+        "# 2026-11-22\n\n## Decisions\n\n- Final decision: we are moving the payments database to MySQL.\n"
+        "- Sprint planning ran long; we moved two billing tickets.\n"
+    ),
     "memory/tools.md": "# Tooling\n\nFor the Atlas repo we settled on Ruff to both format and lint the code.\n",
     "sessions/2026-11-29-chat.jsonl": (
         '{"type": "session", "text": "", "seq": 0}\n'
@@ -261,3 +273,19 @@ def test_scores_and_weights_are_explained(issue20: Services) -> None:
     for hit in d["results"]:
         assert 0.0 <= hit["score"] <= 1.0
         assert {"boost", "evidence", "reasons"} <= set(hit["parts"])
+
+
+def test_newest_version_first_decided_on_the_answering_line(issue20: Services) -> None:
+    # Each decision sits among unrelated lines of its daily note; the chunks as a whole differ.
+    outcome = issue20.memory.search("what did we decide about the billing database")
+    by_path = {h.path: h for h in outcome.results}
+    decisions = [p for p in _paths(outcome) if p in ("memory/2026-06-26.md", "memory/2026-07-19.md")]
+    assert decisions == ["memory/2026-07-19.md", "memory/2026-06-26.md"], _paths(outcome)
+    old = by_path["memory/2026-06-26.md"].parts
+    assert old.superseded and "superseded by memory/2026-07-19.md#L6" in old.reasons
+    assert by_path["memory/2026-07-19.md"].parts.line == 6
+    # The newer payments decision is no version of the billing one (it lacks "billing").
+    assert not any("2026-11-22" in r for r in old.reasons)
+    payments = issue20.memory.search("what did we decide about the payments database")
+    assert _paths(payments)[0] == "memory/2026-11-22.md"
+    assert not payments.results[0].parts.superseded

@@ -15,7 +15,7 @@ from mnemo.config import SearchSettings
 from mnemo.embeddings import Embedder
 from mnemo.index import fts
 from mnemo.index.postings import PostingsCache
-from mnemo.search import ranking
+from mnemo.search import lines, ranking
 from mnemo.search.select import select as select_hits
 from mnemo.text.terms import cjk_share, query_terms, token_set
 
@@ -37,6 +37,8 @@ class ScoreParts:
     """What MEMORY.md's weight added (bounded by ``ranking.MEMORY_BOOST_CAP``)."""
     evidence: bool = True
     """Real keyword or vector evidence (hits without it are never returned by the calibrated cut)."""
+    line: int | None = None
+    """The chunk's line that answers the query (its focus, :mod:`mnemo.search.lines`), when one does."""
     reasons: list[str] = field(default_factory=list)
     """Why the hit moved: superseded by / supersedes, similar to #n, boost, ranked below notes."""
 
@@ -53,6 +55,7 @@ class ScoreParts:
             "superseded": self.superseded,
             "boost": round(self.boost, 4),
             "evidence": self.evidence,
+            "line": self.line,
             "reasons": list(self.reasons),
         }
 
@@ -68,6 +71,8 @@ class SearchHit:
     heading: str
     snippet: str
     parts: ScoreParts
+    focus: lines.Focus | None = None
+    """The line that answers the query (MMR compares these, not whole chunks)."""
 
     @property
     def citation(self) -> str:
@@ -128,22 +133,12 @@ def _set_text(cand: _Candidate, bm25: float, covered: float, total: float) -> No
     cand.covered_idf = covered if bm25 > 0 else 0.0
 
 
-class _LazyTokens(dict[int, frozenset[str]]):
-    """Token sets of candidate texts, computed only for the pairs the supersede check compares."""
-
-    def __init__(self, texts: dict[int, str]) -> None:
-        super().__init__()
-        self.texts = texts
-
-    def __missing__(self, chunk_id: int) -> frozenset[str]:
-        found = self[chunk_id] = token_set(self.texts[chunk_id])
-        return found
-
-
 CJK_QUERY_SHARE = 0.5
 """A query whose visible characters are at least this much CJK is a CJK query."""
-ENGLISH_MODEL_CJK_VECTOR_WEIGHT = 0.2
-"""Automatic cjk_vector_weight with the bundled English model (benchmarks: CMRC hybrid nDCG@10)."""
+ENGLISH_MODEL_CJK_VECTOR_WEIGHT = 0.0
+"""Automatic cjk_vector_weight with the bundled English model: its vectors of Chinese text are noise, so a
+mostly-CJK query is ranked by keywords alone (was 0.2; docs/benchmarks.md, ablation: all 1,578 cmrc2018-zh
+questions Hit@5 0.982 -> 0.993, MRR@10 0.946 -> 0.972; recall set MRR@10 0.757 -> 0.787)."""
 
 
 def vector_literal(vector: np.ndarray) -> str:
@@ -299,7 +294,8 @@ class HybridSearcher:
             c.chunk_id: ranking.combine(c.vector if dims > 0 else None, c.text, vector_weight, s.text_weight)
             for c in cands
         }
-        supersedes = self._supersedes(cands, base) if s.decay == "supersede" else {}
+        foci, weights = _foci(cands, query)
+        supersedes = self._supersedes(cands, foci, weights) if s.decay == "supersede" else {}
         by_id = {c.chunk_id: c for c in cands}
         hits: dict[int, SearchHit] = {}
         undemoted: dict[int, float] = {}
@@ -307,7 +303,7 @@ class HybridSearcher:
             cid, key, path, source, _kind, day, start, end, heading, text = c.row[:10]
             age = ranking.age_days(day, today)
             newer = supersedes.get(cid)
-            reasons = [f"superseded by {_cite(by_id[newer])}"] if newer is not None else []
+            reasons = [f"superseded by {_cite(by_id[newer], foci)}"] if newer is not None else []
             if s.decay == "supersede":
                 decay = ranking.supersede_decay(
                     age, s.half_life_days, superseded=newer is not None, recent_query=recent
@@ -335,43 +331,53 @@ class HybridSearcher:
                 evidence=ranking.has_evidence(
                     c.vector if dims > 0 else None, c.coverage, c.covered_idf, vectors_count=vectors_count
                 ),
+                line=None if (f := foci[cid]) is None else start + f.offset,
                 reasons=reasons,
             )
             snippet = text if len(text) <= s.snippet_chars else text[: s.snippet_chars - 1] + "…"
-            hits[cid] = SearchHit(cid, key, path, source, start, end, heading, snippet, parts)
+            hits[cid] = SearchHit(cid, key, path, source, start, end, heading, snippet, parts, foci[cid])
         for old, new in supersedes.items():
             # The newest version takes the place of the one it updates: at least the older one's score
             # before it was demoted, so the update ranks first (and keeps the older one's evidence).
             lifted, older = hits[new].parts, hits[old].parts
             if lifted.score < undemoted[old]:
                 lifted.score = undemoted[old]
-                lifted.reasons.append(f"newer version of {_cite(by_id[old])}: takes its place")
+                lifted.reasons.append(f"newer version of {_cite(by_id[old], foci)}: takes its place")
             lifted.evidence = lifted.evidence or older.evidence
         ordered = sorted(hits.values(), key=lambda h: h.parts.score, reverse=True)
         return ordered
 
-    def _supersedes(self, cands: list[_Candidate], base: dict[int, float]) -> dict[int, int]:
-        """chunk id of a dated memory -> chunk id of the newest similar, nearly as relevant, newer one."""
-        tokens = _LazyTokens({c.chunk_id: c.row[9] for c in cands})
+    @staticmethod
+    def _supersedes(
+        cands: list[_Candidate],
+        foci: dict[int, lines.Focus | None],
+        weights: dict[str, float],
+    ) -> dict[int, int]:
+        """chunk id of a dated memory -> chunk id of the newest newer one whose line answering the query
+        is a later version of the same statement (:func:`mnemo.search.lines.updates`), however relevant
+        the rest of its chunk is."""
         dated = sorted((c for c in cands if c.row[5] is not None), key=lambda c: c.row[5], reverse=True)
         out: dict[int, int] = {}
+        # Against the notes' best line: a transcript that repeats the question word for word is no yardstick.
+        floor = lines.update_floor((foci[c.chunk_id] for c in cands if c.row[3] != "sessions"), weights)
         for i, c in enumerate(dated):
             for o in dated[:i]:
-                if (
-                    o.row[5] > c.row[5]
-                    and base[o.chunk_id] >= ranking.SUPERSEDER_RELEVANCE * base[c.chunk_id]
-                    and self._similar(c, o, tokens)
-                ):
+                if o.row[5] > c.row[5] and lines.updates(foci[c.chunk_id], foci[o.chunk_id], weights, floor):
                     out[c.chunk_id] = o.chunk_id
                     break
         return out
 
-    @staticmethod
-    def _similar(a: _Candidate, b: _Candidate, tokens: _LazyTokens) -> bool:
-        if a.embedding is not None and b.embedding is not None:
-            return float(a.embedding @ b.embedding) >= ranking.SUPERSEDE_SIMILARITY
-        return ranking.jaccard(tokens[a.chunk_id], tokens[b.chunk_id]) >= 0.6
+
+def _foci(cands: list[_Candidate], query: str) -> tuple[dict[int, lines.Focus | None], dict[str, float]]:
+    """Each candidate's line that answers the query, and the query terms' weights over the candidates' lines."""
+    chunk_lines = {c.chunk_id: lines.content_lines(c.row[9]) for c in cands}
+    weights = lines.term_weights(token_set(query), chunk_lines.values())
+    return {cid: lines.focus(ls, weights) for cid, ls in chunk_lines.items()}, weights
 
 
-def _cite(c: _Candidate) -> str:
+def _cite(c: _Candidate, foci: dict[int, lines.Focus | None]) -> str:
+    """The candidate's answering line (``path#L4``), or its whole chunk without one."""
+    f = foci.get(c.chunk_id)
+    if f is not None:
+        return f"{c.row[2]}#L{c.row[6] + f.offset}"
     return f"{c.row[2]}#L{c.row[6]}-L{c.row[7]}"

@@ -6,11 +6,12 @@
   nothing is mapped to 1.0 just for matching.
 - vector: 1 - cosine distance, clipped to [0, 1].
 - decay: temporal decay for dated files (evergreen files exempt). ``supersede`` (default) never buries a
-  unique match: age only nudges near-ties (at most ``TIE_WEIGHT``), a dated memory that a newer, similar
-  memory supersedes is demoted, and queries that ask about recent events weigh age more (with a floor).
+  unique match: age only nudges near-ties (at most ``TIE_WEIGHT``), a dated memory that a newer memory
+  updates (decided on the lines that answer the query, :mod:`mnemo.search.lines`) is demoted, and queries that ask about recent events weigh age more (with a floor).
   ``multiplicative`` is the reference system's plain ``exp(-ln2/halfLife x age)``.
-- MMR: lambda x relevance - (1 - lambda) x max Jaccard token overlap with what is already chosen; of two
-  near-duplicates it keeps the newer (a dated note updates an older one), never drops the update.
+- MMR: lambda x relevance - (1 - lambda) x max redundancy with what is already chosen (the overlap of the
+  lines that answer the query, :func:`mnemo.search.lines.redundancy`); of two near-duplicates it keeps the
+  newer (a dated note updates an older one), never drops the update.
 - MEMORY.md: a bounded boost (at most ``MEMORY_BOOST_CAP``) that orders near-ties and never beats a clearly
   better match; every score a user sees is in [0, 1].
 - cut-off: calibrated, not absolute (:func:`calibrated_cut`): results within ``relative`` of the best hit
@@ -21,18 +22,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 
 TIE_WEIGHT = 0.05
 """Largest share of a score that age alone can take from a memory nobody supersedes."""
 SUPERSEDED_FACTOR = 0.75
 """Multiplier for a dated memory when a newer candidate says nearly the same thing."""
-SUPERSEDE_SIMILARITY = 0.7
-"""Cosine similarity (or token overlap without vectors) above which two memories say the same thing."""
 SUPERSEDER_RELEVANCE = 0.9
-"""A newer memory supersedes an older one only if it answers the query nearly as well (same-template
-notes about different things are similar to each other, but not equally relevant to the query)."""
+"""MMR picks a newer near-duplicate before the older one only if it is nearly as relevant."""
 RECENT_FLOOR = 0.5
 """Floor under the decay when the query asks about recent events."""
 
@@ -124,13 +122,20 @@ def mmr_order(
     lam: float,
     k: int,
     ages: Sequence[float | None] | None = None,
+    similarity: Callable[[int, int], float] | None = None,
 ) -> list[int]:
     """Indexes of up to ``k`` items chosen greedily by maximal marginal relevance.
 
     With ``ages`` (days since each item's note was written; None: undated), an item is never penalised for overlapping an *older*
     chosen item: between near-duplicates the newer version stays in the list; and when the pick has an
     unchosen newer near-duplicate nearly as relevant (``SUPERSEDER_RELEVANCE``), the newer is picked first.
+    ``similarity(i, j)``: how redundant item i is once j is chosen (default: Jaccard of their tokens).
     """
+    if similarity is None:
+
+        def similarity(i: int, j: int) -> float:
+            return jaccard(tokens[i], tokens[j])
+
     remaining = list(range(len(relevance)))
     chosen: list[int] = []
 
@@ -143,7 +148,7 @@ def mmr_order(
     while remaining and len(chosen) < k:
         best, best_value = remaining[0], -math.inf
         for i in remaining:
-            overlap = max((jaccard(tokens[i], tokens[j]) for j in chosen if not newer(i, j)), default=0.0)
+            overlap = max((similarity(i, j) for j in chosen if not newer(i, j)), default=0.0)
             value = lam * relevance[i] - (1 - lam) * overlap
             if value > best_value:
                 best, best_value = i, value
@@ -153,7 +158,7 @@ def mmr_order(
                 for i in remaining
                 if newer(i, best)
                 and relevance[i] >= SUPERSEDER_RELEVANCE * relevance[best]
-                and jaccard(tokens[i], tokens[best]) >= NEAR_DUPLICATE
+                and similarity(best, i) >= NEAR_DUPLICATE
             ]
             if updates:
                 best = min(updates, key=lambda i: (ages[i], -relevance[i]))

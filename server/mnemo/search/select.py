@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mnemo.config import SearchSettings
-from mnemo.search import ranking
+from mnemo.search import lines, ranking
 from mnemo.text.terms import token_set
 
 if TYPE_CHECKING:
@@ -39,30 +39,39 @@ def diversify(hits: list[SearchHit], s: SearchSettings, k: int) -> list[SearchHi
     """Up to ``k`` of ``hits`` (sorted best first) in MMR order, with a reason on each hit MMR moved down."""
     if not s.mmr or len(hits) < 2:
         return hits[:k]
-    tokens = [token_set(h.snippet) for h in hits]
-    order = ranking.mmr_order(
-        [h.parts.score for h in hits], tokens, s.mmr_lambda, k, [h.parts.age_days for h in hits]
-    )
+    # Redundancy between the lines that answer the query, not whole chunks (mnemo.search.lines).
+    tokens = [h.focus.tokens if h.focus is not None else token_set(h.snippet) for h in hits]
+
+    def similarity(i: int, j: int) -> float:
+        a, b = hits[i].focus, hits[j].focus
+        overlap = (
+            lines.redundancy(a, b)
+            if a is not None and b is not None
+            else ranking.jaccard(tokens[i], tokens[j])
+        )
+        return overlap if overlap >= lines.REDUNDANT else 0.0
+
+    ages = [h.parts.age_days for h in hits]
+    order = ranking.mmr_order([h.parts.score for h in hits], tokens, s.mmr_lambda, k, ages, similarity)
     for rank, i in enumerate(order):
         earlier = order[:rank]
         if any(j > i for j in earlier):  # a lower-scored hit was placed above it
-            j = max(earlier, key=lambda j: ranking.jaccard(tokens[i], tokens[j]))
-            overlap = ranking.jaccard(tokens[i], tokens[j])
+            j = max(earlier, key=lambda j: similarity(i, j))
+            overlap = similarity(i, j)
             if overlap > 0:
                 hits[i].parts.reasons.append(f"similar to #{order.index(j) + 1} (overlap {overlap:.2f})")
-        else:
-            ages = [h.parts.age_days for h in hits]
-            older = [
-                j
-                for j in range(i)
-                if j not in earlier
-                and ages[i] is not None
-                and ages[j] is not None
-                and ages[i] < ages[j]  # type: ignore[operator]
-                and ranking.jaccard(tokens[i], tokens[j]) >= ranking.NEAR_DUPLICATE
-            ]
-            if older:
-                hits[i].parts.reasons.append(f"newer version of {hits[older[0]].citation}: picked first")
+            continue
+        older = [
+            j
+            for j in range(i)
+            if j not in earlier
+            and ages[i] is not None
+            and ages[j] is not None
+            and ages[i] < ages[j]  # type: ignore[operator]
+            and similarity(j, i) >= ranking.NEAR_DUPLICATE
+        ]
+        if older:
+            hits[i].parts.reasons.append(f"newer version of {hits[older[0]].citation}: picked first")
     return [hits[i] for i in order]
 
 
