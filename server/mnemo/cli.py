@@ -270,6 +270,8 @@ def _explain_hit(parts: dict[str, Any]) -> list[str]:
         f"{parts['decay']:.3f} ({age}{', superseded' if parts['superseded'] else ''})  weight "
         f"{parts['weight']:g}{f' ({boost:+.3f})' if boost else ''}  mmr rank {parts['mmrRank']}"
     ]
+    if parts.get("line"):
+        lines.append(f"   answering line: L{parts['line']}")
     reasons = list(parts.get("reasons") or [])
     if parts.get("evidence") is False:
         reasons.append("no real keyword or vector evidence")

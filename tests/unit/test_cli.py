@@ -162,6 +162,7 @@ def test_search_explain_shows_weights_boost_and_sources(tmp_path: Path) -> None:
     assert "weights: text only" in out and "cut-off relative" in out and "MMR" in out, out
     memory_hit = out[out.index("MEMORY.md#L") :]
     assert "why: MEMORY.md +0.0" in memory_hit.split("\n\n")[0], out  # the bounded MEMORY.md boost
+    assert "answering line: L" in memory_hit.split("\n\n")[0], out  # the line updates and MMR compare
     only_skills = mnemo(
         "search",
         "--json",
