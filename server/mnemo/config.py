@@ -40,10 +40,12 @@ class ChunkingSettings:
 
 @dataclass
 class EmbeddingSettings:
-    provider: Literal["local", "openai", "use-m3", "none"] = "local"
-    """local: llama.cpp on this machine; openai: an OpenAI-compatible /v1/embeddings endpoint; use-m3: the
-    multilingual universal-sentence-encoder v3 on this machine (Chinese and 15 more languages, numpy only);
-    none: BM25 only."""
+    provider: Literal["auto", "local", "openai", "use-m3", "none"] = "auto"
+    """auto: the model the workspace's index was built with; for a new index, use-m3 when the notes are
+    written mostly in CJK scripts, else local. local: llama.cpp on this machine (MiniLM, English);
+    openai: an OpenAI-compatible /v1/embeddings endpoint; use-m3: the multilingual
+    universal-sentence-encoder v3 on this machine (Chinese and 15 more languages, numpy only); none: BM25
+    only."""
     model_path: str = ""
     """A GGUF embedding model. Empty: all-MiniLM-L6-v2, converted to GGUF from its PyPI wheel on first use."""
     threads: int = 0

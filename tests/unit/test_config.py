@@ -15,7 +15,7 @@ def test_missing_file_gives_defaults(tmp_path: Path) -> None:
     assert settings == Settings()
     assert settings.search.max_results == 6
     assert settings.search.min_score == 0.0  # a floor only; the cut is relative to the best hit
-    assert settings.embedding.provider == "local"
+    assert settings.embedding.provider == "auto"  # MiniLM, or USE-m3 for a mostly-CJK workspace
     assert settings.index.max_file_bytes == 5_000_000
     assert ".git" in settings.index.ignore
 

@@ -44,7 +44,7 @@ class NoneEmbedder:
 def uses_bundled_english_model(settings: EmbeddingSettings) -> bool:
     """Whether vectors come from the bundled all-MiniLM-L6-v2, an English-only model (provider local and no
     model_path: what :func:`build_embedder` resolves to the converted default)."""
-    return settings.provider == "local" and not settings.model_path.strip()
+    return settings.provider in ("local", "auto") and not settings.model_path.strip()
 
 
 def build_embedder(settings: EmbeddingSettings, cache_dir: Path | None = None) -> Embedder:
@@ -62,7 +62,7 @@ def build_embedder(settings: EmbeddingSettings, cache_dir: Path | None = None) -
         if not settings.endpoint.strip():
             raise EmbeddingError("embedding.endpoint is empty: set the URL of an OpenAI-compatible API")
         return OpenAIEmbedder(settings)
-    if settings.provider == "local":
+    if settings.provider in ("local", "auto"):  # auto not chosen by the composition root: the default model
         from .local import LocalEmbedder, llama_cpp_available
 
         if not llama_cpp_available():
