@@ -114,9 +114,20 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     audit = _audit(args)
     report = verify_audit(audit)
     if args.json:
-        print(json.dumps({"ok": report.ok, "entries": report.entries, "problems": report.problems}))
+        print(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "entries": report.entries,
+                    "problems": report.problems,
+                    "notes": report.notes,
+                }
+            )
+        )
     elif report.ok:
         print(f"audit log OK: {report.entries} entries, chain and signatures intact ({audit.path})")
+        for note in report.notes:
+            print(f"  note: {note}")
     else:
         print(f"audit log TAMPERED ({audit.path}):")
         for problem in report.problems:

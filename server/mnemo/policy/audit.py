@@ -53,6 +53,10 @@ class AuditLogRefused(ValueError):
     """The log cannot be appended to safely (a symlink, replaced, cut, or without its anchor)."""
 
 
+class _LogMissing(Exception):
+    """The log file is gone while its anchor records entries."""
+
+
 def default_key_path() -> Path:
     import platformdirs
 
@@ -96,6 +100,8 @@ class VerifyReport:
     entries: int
     """Complete, parseable entries read."""
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Restarts recorded in the chain (a deleted log, `mnemo audit restart`): not tampering, but shown."""
 
 
 @dataclass(frozen=True)
@@ -188,9 +194,22 @@ class AuditLog:
 
     # -- appending -----------------------------------------------------------------------------------
     def append(self, kind: Kind, data: dict[str, Any]) -> dict[str, Any]:
-        """Append one entry and return it (AuditLogRefused when the log is not the one mnemo wrote)."""
+        """Append one entry and return it (AuditLogRefused when the log is not the one mnemo wrote).
+
+        A log that is gone while its anchor says entries were written (most often a user clearing
+        ``.mnemo/``, which holds the rebuildable index too; the agent's sandbox cannot) does not stop
+        the tools: a new log starts whose first entry records the loss (``log_restarted``, with the
+        previous tail), so the gap stays in the signed chain and ``mnemo audit verify`` shows it. A
+        replaced, cut or linked log is refused instead: that is not something a user does by accident."""
         if kind not in KINDS:
             raise ValueError(f"unknown audit kind {kind!r}")
+        try:
+            return self._append(kind, data)
+        except _LogMissing:
+            self.restart("the log was missing (deleted, e.g. with .mnemo/): a new one starts here")
+            return self._append(kind, data)
+
+    def _append(self, kind: Kind, data: dict[str, Any]) -> dict[str, Any]:
         with _LOCK:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             anchor = self.read_anchor()
@@ -198,7 +217,9 @@ class AuditLog:
             try:
                 fd = os.open(self.path, flags | (os.O_CREAT if anchor is None else 0), 0o600)
             except FileNotFoundError:
-                raise AuditLogRefused(self._refusal("was deleted", anchor)) from None
+                if os.path.lexists(self.path):  # a dangling symbolic link: refused, not restarted
+                    raise AuditLogRefused(self._refusal("is a broken link", anchor)) from None
+                raise _LogMissing from None
             except OSError as exc:  # ELOOP: a symbolic link
                 raise AuditLogRefused(self._refusal(f"cannot be opened safely ({exc})", anchor)) from exc
             try:
@@ -312,7 +333,25 @@ class AuditLog:
             raw = fh.read()
         count, hashes, last = self._check_lines(raw, problems)
         self._check_tail(anchor, hashes, last, count, problems)
-        return VerifyReport(not problems, count, problems)
+        return VerifyReport(not problems, count, problems, self._restarts(raw))
+
+    @staticmethod
+    def _restarts(raw: bytes) -> list[str]:
+        """What the log's ``log_restarted`` entries say (shown by verify even when the chain is intact)."""
+        notes: list[str] = []
+        for line in raw.splitlines():
+            if b'"kind":"log_restarted"' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            tail = entry.get("data", {}).get("previous_tail") or {}
+            lost = (
+                f"; entries up to seq {tail['seq']} of the previous log are not here" if "seq" in tail else ""
+            )
+            notes.append(f"seq {entry.get('seq')}: restarted — {entry.get('data', {}).get('reason')}{lost}")
+        return notes
 
     def _check_lines(self, raw: bytes, problems: list[str]) -> tuple[int, dict[int, str], tuple[int, str]]:
         """Per-line checks; (entries, seq -> hash, (next expected seq, last hash))."""
