@@ -3,6 +3,7 @@ and does the flush keep only durable new facts?
 
     python benchmarks/bench_chat.py                     # both models, all 30 questions
     python benchmarks/bench_chat.py --models bundled --questions 10 --json
+    python benchmarks/bench_chat.py --models bundled --grounding off,auto   # before/after grounding
 
 A fresh workspace (benchmarks/chat_set.py: facts in MEMORY.md and notes, three of them updated by a later
 note) and 30 questions in English and Chinese, 10 of which memory cannot answer. Each question is its own
@@ -19,6 +20,10 @@ giving the superseded value, the share citing the right note (``path#L`` in the 
 cut at the token limit, first-token and total time; then a dry-run flush of three sessions in which the
 user states a new fact, and of the first ``--flush-sessions`` question sessions: precision = kept items
 that are one of the stated facts / all kept items (nothing is written).
+
+``--grounding`` (``[agent] grounding``, comma-separated: each model runs once per value; ``auto`` is strict
+for the bundled model): per run, how many answers grounding replaced by "I don't have that in memory"
+without a model call, got a citation appended, or got the top recalled line quoted before them.
 
 Keyword-only search (``embedding.provider = "none"``) unless ``--embedding local``.
 """
@@ -44,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.chat_set import FILES, NOT_IN_MEMORY, QUESTIONS, STATEMENTS, Question  # noqa: E402
 from mnemo.agent import Agent  # noqa: E402
-from mnemo.agent.providers import auto  # noqa: E402
+from mnemo.agent.providers import ChatMessage, auto  # noqa: E402
 from mnemo.agent.providers.factory import build_provider, selection_of  # noqa: E402
 from mnemo.agent.providers.model_file import installed_default  # noqa: E402
 from mnemo.config import AgentSettings  # noqa: E402
@@ -93,6 +98,7 @@ def ask(agent: Agent, question: Question) -> dict[str, Any]:
         "answer": reply.text,
         "session": reply.session_id,
         "finish": reply.finish_reason,
+        "grounded": reply.grounding.action if reply.grounding is not None else "",
         "first_token_s": round(first[0] if first else total, 3),
         "total_s": round(total, 3),
     }
@@ -150,18 +156,31 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "uncited_claims": share(known, "uncited"),
         "hallucinated": share(unknown, "hallucinated"),
         "loops": sum(r["finish"] == "loop" for r in rows),
+        "grounded_no_memory": sum(r["grounded"] == "no-memory" for r in rows),
+        "grounded_cited": sum(r["grounded"] == "cited" for r in rows),
+        "grounded_quoted": sum(r["grounded"] == "quoted" for r in rows),
         "token_limit": sum(r["finish"] == "length" for r in rows),
         "first_token_s_median": round(statistics.median(firsts), 3),
+        "first_token_s_median_model": _median(
+            [r["first_token_s"] for r in rows if r["grounded"] != "no-memory"]
+        ),
         "first_token_s_max": round(max(firsts), 3),
         "total_s_median": round(statistics.median(totals), 3),
         "total_s_max": round(max(totals), 3),
     }
 
 
-def run_model(name: str, ws: Path, cache: Path, args: argparse.Namespace) -> dict[str, Any]:
+def _median(values: list[float]) -> float | None:
+    """The median of the answers the model wrote (a grounded "no memory" answer takes no model time)."""
+    return round(statistics.median(values), 3) if values else None
+
+
+def run_model(name: str, grounding: str, ws: Path, cache: Path, args: argparse.Namespace) -> dict[str, Any]:
     services = build_services(ws)
     services.memory.sync()
-    common = {"max_tokens": args.max_tokens, "threads": args.threads, "temperature": 0.0}
+    common = {
+        "max_tokens": args.max_tokens, "threads": args.threads, "temperature": 0.0, "grounding": grounding
+    }  # fmt: skip
     server = None
     if name == "server":
         gguf = installed_default()
@@ -179,13 +198,15 @@ def run_model(name: str, ws: Path, cache: Path, args: argparse.Namespace) -> dic
         if name == "server" and chosen.kind != "server":
             raise SystemExit(f"auto did not pick the loopback server: {chosen.line()}")
         agent = Agent(ws, services.memory, provider, settings)
-        agent.chat("Hello")  # load the model: not counted
+        for _ in provider.stream([ChatMessage("user", "Hello")], max_tokens=4, temperature=0.0):
+            pass  # load the model: not counted (a grounded agent may not call it for "Hello")
         rows = [ask(agent, q) for q in select_questions(args.questions)]
-        result = {"model": name, "chat_model": chosen.line(), "context_window": provider.context_window}
+        result = {"model": name, "grounding": f"{grounding} ({agent.grounding_mode()})"}
+        result |= {"chat_model": chosen.line(), "context_window": provider.context_window}
         result |= summarise(rows)
         answered = [r["session"] for r in rows][: args.flush_sessions]
         result |= flush_precision(agent, answered)
-        result["answers"] = [{k: r[k] for k in ("question", "answer", "finish")} for r in rows]
+        result["answers"] = [{k: r[k] for k in ("question", "answer", "finish", "grounded")} for r in rows]
         agent.close()
         return result
     finally:
@@ -226,6 +247,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--context-window", type=int, default=2048, help="the server's n_ctx")
     parser.add_argument("--embedding", choices=("none", "local"), default="none")
+    parser.add_argument("--grounding", default="auto", help="comma-separated: auto, strict, cite, off")
     parser.add_argument("--json", action="store_true", help="print everything (answers too) as JSON")
     args = parser.parse_args()
 
@@ -234,8 +256,9 @@ def main() -> int:
     results = {"load_average_start": Path("/proc/loadavg").read_text().split()[:3], "models": []}
     try:
         for name in args.models.split(","):
-            ws = make_workspace(tmp / name, args.embedding)
-            results["models"].append(run_model(name.strip(), ws, cache, args))
+            for grounding in args.grounding.split(","):
+                ws = make_workspace(tmp / f"{name}-{grounding}", args.embedding)
+                results["models"].append(run_model(name.strip(), grounding.strip(), ws, cache, args))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     results["load_average_end"] = Path("/proc/loadavg").read_text().split()[:3]
@@ -243,9 +266,9 @@ def main() -> int:
         print(json.dumps(results, ensure_ascii=False, indent=1))
         return 0
     for model in results["models"]:
-        print(f"== {model['model']}: {model['chat_model']}")
+        print(f"== {model['model']}, grounding {model['grounding']}: {model['chat_model']}")
         for key, value in model.items():
-            if key not in ("model", "chat_model", "answers", "flush_items"):
+            if key not in ("model", "grounding", "chat_model", "answers", "flush_items"):
                 print(f"  {key:24} {value}")
         for item in model["flush_items"]:
             print(f"  flush item: {item}")

@@ -50,6 +50,9 @@ return function()
   H.truthy(not text:find('_[error', 1, true), text)
   H.truthy(deltas > 1, 'the answer streamed in several mnemo/chatDelta notifications, got ' .. deltas)
   H.truthy(chat.state.session_id, 'the session id is known')
+  -- The header's second line names the chat model (chatModel of mnemo/status, or of the answer).
+  local model_line = vim.api.nvim_buf_get_lines(buf, 1, 2, false)[1]
+  H.truthy(model_line:find('chat model: scripted', 1, true), 'the header names the model: ' .. model_line)
 
   -- <CR> on the citation opens MEMORY.md at line 19.
   local win = vim.fn.win_findbuf(buf)[1]

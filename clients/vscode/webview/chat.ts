@@ -3,7 +3,7 @@
  * logic: the extension's ChatController does, so nothing is lost when the panel is hidden or rebuilt.
  */
 import type { ApprovalChoice } from "../src/protocol";
-import type { ApprovalCard, ChatMessage, ChatState, FromWebview, ToWebview } from "../src/chat/messages";
+import { modelLine, type ApprovalCard, type ChatMessage, type ChatState, type FromWebview, type ToWebview } from "../src/chat/messages";
 import { parseCitation } from "../src/citations";
 import { citationLink, escapeHtml, renderMarkdown } from "./render";
 
@@ -29,6 +29,9 @@ const input = $<HTMLTextAreaElement>("input");
 const sendButton = $<HTMLButtonElement>("send");
 const stopButton = $<HTMLButtonElement>("stop");
 const sessionSelect = $<HTMLSelectElement>("session");
+const modelEl = $<HTMLDivElement>("model");
+const modelName = $<HTMLSpanElement>("model-name");
+const modelNote = $<HTMLSpanElement>("model-note");
 
 let state: ChatState | undefined;
 const pendingDeltas = new Map<string, string>();
@@ -91,6 +94,12 @@ function render(): void {
     ? `This server does not implement: ${state.unsupported.join(", ")}.`
     : "";
   noticeEl.hidden = state.unsupported.length === 0;
+  // Which model answers, as text (never HTML); the bundled model's note as a line and a tooltip.
+  const model = modelLine(state.chatModel);
+  modelEl.hidden = !model;
+  modelName.textContent = model?.text ?? "";
+  modelNote.textContent = model?.note ?? "";
+  modelEl.title = model?.title ?? "";
 
   const options = state.sessions.map(
     (s) => `<option value="${escapeHtml(s.sessionId)}">${escapeHtml(s.title || s.sessionId)}</option>`,

@@ -17,8 +17,9 @@ from typing import Any
 from mnemo.config import AgentSettings
 
 from .compaction import Compactor, Thresholds
-from .context import ContextBuilder, TurnContext
+from .context import COMPACT_WINDOW, ContextBuilder, TurnContext
 from .flush import FlushReport, MemoryFlusher
+from .grounding import NO_MEMORY, Grounder, Grounding, Mode
 from .loop_guard import LoopGuard
 from .memory_writer import MemoryWriter
 from .providers import ChatProvider, ProviderError
@@ -45,6 +46,8 @@ class ChatReply:
     flush: FlushReport | None = None
     notes: list[str] = field(default_factory=list)
     prompt_tokens: int = 0
+    grounding: Grounding | None = None
+    chat_model: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +60,8 @@ class ChatReply:
             "flush": None if self.flush is None else self.flush.as_dict(),
             "notes": self.notes,
             "promptTokens": self.prompt_tokens,
+            "grounded": None if self.grounding is None else self.grounding.as_dict(),
+            "chatModel": self.chat_model,
         }
 
 
@@ -103,6 +108,15 @@ class Agent:
             model = f"unavailable: {exc}"
         return ChatSelection("configured", self.provider.name, model)
 
+    def grounding_mode(self) -> Mode:
+        """``[agent] grounding``; auto: strict for the bundled demo model and small windows, else off."""
+        setting = self.settings.grounding
+        if setting != "auto":
+            return setting
+        selection = selection_of(self.provider)
+        small = self.provider.context_window <= COMPACT_WINDOW
+        return "strict" if small or (selection is not None and selection.kind == "bundled") else "off"
+
     def thresholds(self) -> Thresholds:
         s = self.settings
         return Thresholds.scaled(self.provider.context_window, s.reserve_floor, s.soft_threshold)
@@ -124,7 +138,9 @@ class Agent:
         session = self.store.load_or_create(session_id, kind)
         with self.store.lock(session.id):
             session = self.store.load(session.id)  # another turn may have appended meanwhile
-            return self._turn(session, message, on_delta, cancel, today)
+            reply = self._turn(session, message, on_delta, cancel, today)
+        reply.chat_model = self.model_info().as_dict()
+        return reply
 
     def _turn(
         self,
@@ -140,6 +156,11 @@ class Agent:
         reply = ChatReply("", session.id)
         context = self._maybe_compact(session, message, reply, cancel, today)
         citations = list(context.citations)
+        grounder = Grounder(self.grounding_mode(), self.memory, f"sessions/{session.id}.jsonl")
+        recalled = context.recall.hits if context.recall is not None else None
+        reply.grounding = grounder.before(message, recalled)
+        if reply.grounding is not None:  # nothing relevant in memory: say so, do not ask the model
+            return self._fixed_answer(session, reply, context, on_delta)
         for step in range(MAX_TOOL_STEPS + 1):
             gate = DeltaGate(on_delta or (lambda _d: None))
             stream = LoopGuard(  # a reply that repeats itself ends with finish reason "loop"
@@ -160,9 +181,14 @@ class Agent:
             if stream.finish_reason not in ("cancelled", "loop") and step < MAX_TOOL_STEPS:
                 call = parse_tool_call(visible, self.tools.names)
             if call is None:
-                gate.finish(visible)
+                if stream.finish_reason != "cancelled":
+                    shown = {c["citation"] for c in context.citations}
+                    hits = [h for h in recalled or () if h["citation"] in shown]
+                    visible, reply.grounding = grounder.after(message, visible, hits, citations)
+                gate.finish(visible)  # an appended citation is streamed; a quote before the text is not
                 reply.text = visible
-                self.store.append(session, "assistant", visible, finish=stream.finish_reason)
+                grounded = {"grounded": reply.grounding.action} if reply.grounding else {}
+                self.store.append(session, "assistant", visible, finish=stream.finish_reason, **grounded)
                 break
             gate.finish(None)
             reply.tool_calls += 1
@@ -178,6 +204,21 @@ class Agent:
         reply.citations = _dedupe(citations)
         reply.notes.extend(context.notes)
         reply.prompt_tokens = context.prompt_tokens
+        return reply
+
+    def _fixed_answer(
+        self,
+        session: Session,
+        reply: ChatReply,
+        context: TurnContext,
+        on_delta: Callable[[str], None] | None,
+    ) -> ChatReply:
+        reply.text = NO_MEMORY
+        if on_delta is not None:
+            on_delta(NO_MEMORY)
+        self.store.append(session, "assistant", NO_MEMORY, finish="stop", grounded="no-memory")
+        reply.notes.extend(context.notes)
+        reply.prompt_tokens = 0
         return reply
 
     def _maybe_compact(

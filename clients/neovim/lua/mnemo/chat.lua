@@ -13,11 +13,14 @@ M.filetype = 'mnemo-chat'
 ---@field client_id? integer
 ---@field received boolean a delta arrived for this turn
 ---@field done boolean
+---@field answer_line? integer 0-based line where the answer starts in the chat buffer
 
 ---@class mnemo.ChatState
 ---@field buf? integer the chat buffer
 ---@field session_id? string the server's session (nil until the first answer or `:Mnemo new`)
 ---@field turn? mnemo.ChatTurn the turn in flight
+---@field chat_model? table `chatModel` of mnemo/status (or of the last answer): which model answers
+---@field model_asked? boolean mnemo/status was asked for the model line
 M.state = { buf = nil, session_id = nil, turn = nil }
 
 local HELP = 'i/a: ask  <CR>/gf: open citation  <C-c>: cancel  q: close'
@@ -69,14 +72,52 @@ local function append_lines(buf, lines)
   follow(buf)
 end
 
+--- The header's second line: which chat model answers (and, for the bundled demo model, its note).
+---@return string
+function M.model_line()
+  local model = M.state.chat_model
+  if type(model) ~= 'table' or type(model.line) ~= 'string' then
+    return '> chat model: ' .. (M.state.model_asked and 'not reported by this server' or 'asking the server…')
+  end
+  local note = type(model.note) == 'string' and model.note ~= '' and (' — ' .. model.note) or ''
+  return '> ' .. model.line .. note
+end
+
 local function header()
   local session = M.state.session_id and ('session ' .. M.state.session_id) or 'new session'
-  return { '# mnemo chat (' .. session .. ')', '<!-- ' .. HELP .. ' -->' }
+  return { '# mnemo chat (' .. session .. ')', M.model_line(), '<!-- ' .. HELP .. ' -->' }
 end
+
+local HEADER_LINES = #header()
 
 local function render_header(buf)
   edit(buf, function()
-    api.nvim_buf_set_lines(buf, 0, 2, false, header())
+    api.nvim_buf_set_lines(buf, 0, HEADER_LINES, false, header())
+  end)
+end
+
+--- Take `chatModel` from a status or chat result (a table with a `line`) and show it in the header.
+local function take_model(buf, model)
+  if type(model) == 'table' and type(model.line) == 'string' then
+    M.state.chat_model = model
+  end
+  if buf and api.nvim_buf_is_valid(buf) then
+    render_header(buf)
+  end
+end
+
+--- Ask the server which model answers (once per chat buffer).
+local function ask_model(buf)
+  if not client_mod.get() then
+    M.state.model_asked = true -- no server yet: the first answer names the model
+    return
+  end
+  client_mod.request(protocol.STATUS, {}, function(result)
+    M.state.model_asked = true
+    take_model(buf, type(result) == 'table' and result.chatModel or nil)
+  end, function()
+    M.state.model_asked = true
+    take_model(buf, nil)
   end)
 end
 
@@ -94,6 +135,8 @@ local function create_buffer()
   end
   api.nvim_buf_set_lines(buf, 0, -1, false, header())
   vim.bo[buf].modifiable = false
+  M.state.model_asked = false
+  ask_model(buf)
   local function map(lhs, rhs, desc)
     vim.keymap.set('n', lhs, rhs, { buffer = buf, nowait = true, desc = 'mnemo: ' .. desc })
   end
@@ -247,9 +290,21 @@ local function finish(buf, result, err)
       M.state.session_id = result.sessionId
       render_header(buf)
     end
+    if type(result) == 'table' and type(result.chatModel) == 'table' then
+      take_model(buf, result.chatModel)
+    end
     local text = result_text(result)
     if not turn.received and text then
       append_text(buf, text)
+    elseif text and turn.answer_line then
+      -- The final text wins over the stream: a loop trimmed, or grounding quoted memory before the answer.
+      local streamed = table.concat(api.nvim_buf_get_lines(buf, turn.answer_line, -1, false), '\n')
+      if vim.trim(streamed) ~= vim.trim(text) then
+        edit(buf, function()
+          api.nvim_buf_set_lines(buf, turn.answer_line, -1, false, vim.split(text, '\n', { plain = true }))
+        end)
+        follow(buf)
+      end
     end
     if type(result) == 'table' and type(result.notes) == 'table' and #result.notes > 0 then
       local notes = {}
@@ -290,7 +345,7 @@ function M.send(message)
   vim.list_extend(lines, vim.split(message, '\n', { plain = true }))
   vim.list_extend(lines, { '', '## mnemo', '' })
   append_lines(buf, lines)
-  local turn = { received = false, done = false }
+  local turn = { received = false, done = false, answer_line = api.nvim_buf_line_count(buf) - 1 }
   M.state.turn = turn
   local params = { message = message, sessionId = M.state.session_id }
   local request_id, client = client_mod.request(protocol.CHAT, params, function(result)

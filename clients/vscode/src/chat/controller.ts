@@ -16,6 +16,7 @@ import {
   ResetSession,
   ResolveApproval,
   Sessions,
+  Status,
   type ApprovalChoice,
   type ApprovalRequestParams,
   type ApprovalResponse,
@@ -24,7 +25,7 @@ import {
   type FlushReport,
   type Req,
 } from "../protocol";
-import type { ChatMessage, ChatState, FromWebview, ToWebview } from "./messages";
+import type { ChatMessage, ChatReply, ChatState, FromWebview, ToWebview } from "./messages";
 
 /** What the controller needs from the outside world (the language client and the editor). */
 export interface ChatBackend {
@@ -99,6 +100,7 @@ export class ChatController {
       case "ready":
         this.pushState();
         void this.refreshSessions();
+        void this.refreshModel();
         return;
       case "send":
         return this.send(message.text);
@@ -141,8 +143,9 @@ export class ChatController {
     this.pushState();
     try {
       const params = this.state.sessionId ? { sessionId: this.state.sessionId, message } : { message };
-      const result = await this.backend.request(Chat, params, turn.abort.signal);
+      const result: ChatReply = await this.backend.request(Chat, params, turn.abort.signal);
       if (result && typeof result.sessionId === "string") this.adoptSession(result.sessionId);
+      if (result?.chatModel && typeof result.chatModel.line === "string") this.state.chatModel = result.chatModel;
       // The final answer is authoritative: deltas can be dropped or coalesced on the way.
       if (result && typeof result.text === "string" && result.text !== "") answer.text = result.text;
       if (Array.isArray(result?.citations)) {
@@ -184,6 +187,20 @@ export class ChatController {
     if (!message) return;
     message.text += delta.delta;
     this.post?.({ type: "delta", messageId: message.id, text: message.text });
+  }
+
+  /** Which chat model answers (`chatModel` of mnemo/status); a server without it leaves the line out. */
+  async refreshModel(): Promise<void> {
+    try {
+      const status = await this.backend.request(Status, {});
+      const model = status?.chatModel;
+      if (model && typeof model.line === "string") {
+        this.state.chatModel = model;
+        this.pushState();
+      }
+    } catch (error) {
+      this.backend.log(`${Status.method} (chat model) failed: ${errorMessage(error)}`);
+    }
   }
 
   // ---- sessions ---------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ export function chatHtml(o: ChatHtmlOptions): string {
     <button id="reset" class="icon" title="Reset this session">Reset</button>
     <button id="flush" class="icon" title="Flush what matters from this session into memory">Flush</button>
   </header>
+  <div id="model" class="model" hidden><span id="model-name"></span><span id="model-note" class="model-note"></span></div>
   <div id="notice" class="notice" hidden></div>
   <main id="messages" aria-live="polite"></main>
   <section id="approvals"></section>

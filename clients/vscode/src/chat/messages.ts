@@ -2,7 +2,7 @@
  * The typed message contract between the chat webview and the extension. Both sides import this file;
  * `isFromWebview` validates what arrives from the webview (it is untrusted input to the extension).
  */
-import type { ApprovalChoice, ApprovalRequestParams, SessionInfo } from "../protocol";
+import type { ApprovalChoice, ApprovalRequestParams, ChatModelInfo, ChatResult, SessionInfo } from "../protocol";
 import type { Citation } from "../citations";
 
 export type Role = "user" | "assistant" | "note" | "error";
@@ -34,6 +34,27 @@ export interface ChatState {
   busy: boolean;
   /** methods the server said it does not implement (shown, never faked) */
   unsupported: string[];
+  /** which chat model answers (`chatModel` of mnemo/status or of the last reply); unset until known */
+  chatModel?: ChatModelInfo;
+}
+
+/** What grounding did to an answer (`grounded` of a mnemo/chat result; docs/protocol.md). */
+export interface Grounded {
+  mode: string;
+  action: "no-memory" | "kept" | "cited" | "quoted";
+  reason: string;
+  added: string[];
+  removed: string[];
+}
+
+/** A mnemo/chat result with the fields newer servers add (the model that answered, grounding). */
+export type ChatReply = ChatResult & { chatModel?: ChatModelInfo | null; grounded?: Grounded | null };
+
+/** The panel's model line: its text and the tooltip (the bundled model's note, else how it was chosen). */
+export function modelLine(model: ChatModelInfo | undefined): { text: string; title: string; note: string } | undefined {
+  if (!model || typeof model.line !== "string" || model.line === "") return undefined;
+  const note = typeof model.note === "string" ? model.note : "";
+  return { text: model.line.replace(/^chat model: /, "model: "), title: note || model.line, note };
 }
 
 /** extension -> webview */
