@@ -95,11 +95,25 @@ def _run_cancellable(work: Callable[[threading.Event], Any]) -> Any:
     return box.get("value")
 
 
-def _turn(agent: Any, message: str, session_id: str, kind: str) -> Any:
-    """One chat turn, streamed to stdout; citations, notes and the finish on stderr."""
+def _turn(agent: Any, message: str, session_id: str, kind: str, *, live: bool = True) -> Any:
+    """One chat turn, streamed (``live``) or its final text printed once (``mnemo chat -m`` into a
+    pipe: what a script reads is what was kept); citations, notes and the finish on stderr. When the
+    kept text differs from what streamed (a trimmed loop, the memory line grounding quoted first), it
+    is shown too."""
+    streamed: list[str] = []
+
+    def on_delta(delta: str) -> None:
+        streamed.append(delta)
+        if live:
+            _say(delta)
+
     reply = _run_cancellable(
-        lambda cancel: agent.chat(message, session_id, kind=kind, on_delta=_say, cancel=cancel)
+        lambda cancel: agent.chat(message, session_id, kind=kind, on_delta=on_delta, cancel=cancel)
     )
+    if not live:
+        _say(reply.text)
+    elif reply.text.strip() != "".join(streamed).strip():
+        _say("\n--- kept as:\n" + reply.text)
     _say("\n")
     if reply.finish_reason == "cancelled":
         _err("[stopped]")
@@ -172,7 +186,7 @@ def _one_message(agent: Any, args: argparse.Namespace, session_id: str, kind: st
         )
         print(json.dumps(reply.as_dict(), ensure_ascii=False, indent=2))
     else:
-        reply = _turn(agent, args.message, session_id, kind)
+        reply = _turn(agent, args.message, session_id, kind, live=sys.stdout.isatty())
         _err(f"session: {reply.session_id}")
     return 130 if reply.finish_reason == "cancelled" else 0
 

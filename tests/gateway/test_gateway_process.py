@@ -23,7 +23,10 @@ from mnemo.services import build_services
 from .conftest import TOKEN, login
 
 KEYWORD_TOML = '[embedding]\nprovider = "none"\n'
-SMALL_AGENT = "[agent]\ncontext_window = 2048\nmax_tokens = 24\nthreads = 2\ntemperature = 0.0\n"
+# grounding off: the model itself must answer (strict grounding gives a fixed reply when memory has nothing)
+SMALL_AGENT = (
+    '[agent]\ncontext_window = 2048\nmax_tokens = 24\nthreads = 2\ntemperature = 0.0\ngrounding = "off"\n'
+)
 HAS_MODEL = importlib.util.find_spec("llama_cpp") is not None and installed_default() is not None
 
 

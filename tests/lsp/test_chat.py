@@ -24,7 +24,9 @@ pytestmark = [
 def small_agent(ws: Path) -> None:
     with (ws / "mnemo.toml").open("a", encoding="utf-8") as f:
         # grounding off: this checks streaming; grounded answers have their own model test (test_grounded_chat)
-        f.write("\n[agent]\ncontext_window = 2048\nmax_tokens = 24\nthreads = 2\ntemperature = 0.0\ngrounding = \"off\"\n")
+        f.write(
+            '\n[agent]\ncontext_window = 2048\nmax_tokens = 24\nthreads = 2\ntemperature = 0.0\ngrounding = "off"\n'
+        )
 
 
 async def test_chat_streams_deltas_and_writes_the_transcript(keyword_client: LanguageClient) -> None:
@@ -52,7 +54,7 @@ async def test_chat_streams_deltas_and_writes_the_transcript(keyword_client: Lan
 async def test_cancel_request_stops_generation(keyword_client: LanguageClient) -> None:
     ws: Path = keyword_client.ws  # type: ignore[attr-defined]
     with (ws / "mnemo.toml").open("a", encoding="utf-8") as f:
-        f.write("\n[agent]\ncontext_window = 2048\nmax_tokens = 2000\nthreads = 2\ngrounding = \"off\"\n")
+        f.write('\n[agent]\ncontext_window = 2048\nmax_tokens = 2000\nthreads = 2\ngrounding = "off"\n')
     await wait_ready(keyword_client)
     first = asyncio.Event()
     keyword_client.feature("mnemo/chatDelta")(lambda ls, params: first.set())

@@ -380,3 +380,17 @@ def test_the_flush_guards_duplicate_check_is_not_a_retrieval(
     assert set(_recall_counts(services, "MEMORY.md").values()) == {0}
     services.memory.search("billing service PostgreSQL")  # a user's search still counts
     assert max(_recall_counts(services, "MEMORY.md").values()) == 1
+
+
+def test_recall_never_brings_this_conversations_own_transcript_back(
+    sample_workspace: Path, services_factory: Callable[..., Any]
+) -> None:
+    provider = ScriptedProvider(["Noted.", "Noted again.", "Still noted."])
+    agent = make_agent(services_factory, sample_workspace, provider, grounding="off")
+    first = agent.chat("my locker code word is quokkaberry", today=TODAY)
+    other = agent.chat("the quokkaberry locker is on floor three", today=TODAY)  # another session
+    agent.memory.sync()  # both transcripts are indexed now
+    reply = agent.chat("what is the quokkaberry locker code word?", first.session_id, today=TODAY)
+    recalled = {c["path"] for c in reply.citations if c["origin"] == "recall"}
+    assert f"sessions/{first.session_id}.jsonl" not in recalled  # this conversation is not memory
+    assert f"sessions/{other.session_id}.jsonl" in recalled  # another one is

@@ -150,3 +150,13 @@ def test_ctrl_c_stops_the_reply_not_the_chat(ws: Path, endpoint: Endpoint) -> No
     (sid,) = session_lines(stderr)
     answers = [e for e in events(ws, sid) if e["type"] == "assistant"]
     assert answers[0]["finish"] == "cancelled" and answers[1]["text"] == "Noted."
+
+
+def test_one_message_into_a_pipe_prints_the_kept_text_once(ws: Path, endpoint: Endpoint) -> None:
+    # A script reads the kept reply (after loop trimming or grounding), once, not the raw stream.
+    done = mnemo(ws, "chat", "--no-sync", "-m", "hello there")
+    assert done.returncode == 0, done.stderr
+    assert "--- kept as:" not in done.stdout
+    (sid,) = session_lines(done.stderr)
+    (answer,) = [e for e in events(ws, sid) if e["type"] == "assistant"]
+    assert answer["text"] and done.stdout.strip() == answer["text"].strip()

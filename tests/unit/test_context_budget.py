@@ -26,7 +26,9 @@ def agent_for(
     services = services_factory(root)
     services.memory.sync()
     provider = ScriptedProvider(default="ok", context_window=window)
-    settings.setdefault("grounding", "off")  # these check the prompt; strict would skip the model (test_grounding)
+    settings.setdefault(
+        "grounding", "off"
+    )  # these check the prompt; strict would skip the model (test_grounding)
     return Agent(root, services.memory, provider, AgentSettings(**settings)), provider
 
 

@@ -144,8 +144,9 @@ class ContextBuilder:
             found.append((meta.get("name") or path.parent.name, meta.get("description", "")))
         return found
 
-    def recall(self, query: str, private: bool) -> Recall:
-        """The relevant memory hits for ``query`` (one search, recorded in the retrieval statistics)."""
+    def recall(self, query: str, private: bool, own_transcript: str = "") -> Recall:
+        """The relevant memory hits for ``query`` (one search, recorded in the retrieval statistics);
+        ``own_transcript``: this conversation's transcript, never recalled back into it."""
         if self.recall_results <= 0 or not query.strip():
             return Recall(None)
         try:
@@ -154,7 +155,7 @@ class ContextBuilder:
             return Recall(None, [f"automatic recall skipped: {exc}"])
         if not private:
             hits = [h for h in hits if h["path"] not in MEMORY_FILES]
-        return Recall([h for h in hits if _relevant(h)])
+        return Recall([h for h in hits if _relevant(h) and h["path"] != own_transcript])
 
     def budgeted(self, hits: list[dict[str, Any]], budget: int, notes: list[str]) -> list[dict[str, Any]]:
         """The best-ranked hits whose snippets fit ``budget`` tokens together (the first one always)."""
@@ -177,7 +178,7 @@ class ContextBuilder:
         """The context for ``query``; ``recall``: this turn's recall from an earlier build (no new search)."""
         window = self.provider.context_window
         if recall is None:
-            recall = self.recall(query, session.kind == "private")
+            recall = self.recall(query, session.kind == "private", f"sessions/{session.id}.jsonl")
         notes: list[str] = list(recall.notes)
         if window <= COMPACT_WINDOW:
             parts, hits = self._compact_parts(recall.hits, notes)
