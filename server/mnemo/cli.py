@@ -15,7 +15,7 @@ from typing import Any
 
 from mnemo import __version__
 from mnemo.citations import get_args
-from mnemo.embeddings import EmbeddingError
+from mnemo.cli_filters import add_filter_flags, search_filters
 from mnemo.errors import MnemoError
 from mnemo.limits import InvalidInput, check_max_results
 from mnemo.workspace.layout import (
@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_sources,
         help="comma-separated: only these sources (memory, skills, sessions; default all)",
     )
+    add_filter_flags(p)
     p.add_argument("--no-sync", action="store_true", help="do not update the index first")
     p.add_argument(
         "--provider", choices=["local", "openai", "use-m3", "none"], help="override embedding.provider"
@@ -299,16 +300,16 @@ def _print_results(outcome: dict[str, Any], explain: bool) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mnemo.services import build_services
-
-    if args.command == "serve":
+    if args.command == "serve":  # answers `initialize` before the core's imports (DuckDB, NumPy)
         from mnemo.lsp.setup import serve
 
         # Without --workspace the client says which folder it opened (initialize's root).
         return serve(args.workspace.resolve() if args.workspace else None, ws=args.ws)
+    from mnemo.services import build_services
 
     if args.command == "search":  # the core checks these too; here nothing is indexed or opened first
         check_max_results(args.max_results)
+        args.filters = search_filters(args)
     if args.command == "get":  # "memory/a.md#L3-L9" and "memory/a.md:12" read the cited lines
         args.path, args.from_line, args.lines = get_args(args.path, args.from_line, args.lines)
     services = build_services(args.workspace.resolve(), provider=getattr(args, "provider", None))
@@ -339,7 +340,11 @@ def _run(args: argparse.Namespace) -> int:
                 # A read never rebuilds, nor waits for more than a few vectors.
                 memory.sync(progress=ProgressBar(), replace="none", vectors="few")
             outcome = memory.search(
-                args.query, max_results=args.max_results, min_score=args.min_score, sources=args.sources
+                args.query,
+                max_results=args.max_results,
+                min_score=args.min_score,
+                sources=args.sources,
+                filters=args.filters,
             )
             if args.json:
                 print(json.dumps(outcome.as_dict(), ensure_ascii=False, indent=2))
@@ -384,6 +389,13 @@ def locate_workspace(args: argparse.Namespace) -> None:
         args.workspace = find_workspace(Path.cwd(), [Path(c) for c in ceilings.split(os.pathsep) if c])
 
 
+def _embedding_error() -> type[Exception]:
+    """EmbeddingError, imported only when an error reaches :func:`main` (it brings NumPy in)."""
+    from mnemo.embeddings import EmbeddingError
+
+    return EmbeddingError
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -401,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     except (WorkspaceNotFound, InvalidInput) as exc:  # nothing was done: a usage error
         print(f"mnemo: {exc}", file=sys.stderr)
         return 2
-    except (MnemoError, WorkspacePathError, EmbeddingError) as exc:
+    except (MnemoError, WorkspacePathError, _embedding_error()) as exc:  # evaluated only on an error
         print(f"mnemo: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

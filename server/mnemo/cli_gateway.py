@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mnemo.agent import ChatReply
+    from mnemo.gateway.core import ChatResult
     from mnemo.gateway.server import Gateway
     from mnemo.index_sharing import SharedMemory
     from mnemo.lifeline import Lifeline
@@ -141,7 +141,7 @@ def run_gateway(args: argparse.Namespace) -> int:
         services.close()
 
 
-def _reindex_if_written(shared: SharedMemory, reply: ChatReply) -> None:
+def _reindex_if_written(shared: SharedMemory, reply: ChatResult) -> None:
     """A turn whose tools ran or that flushed memory may have written files: have the writer re-index."""
     if reply.tool_calls or reply.flush is not None:
         shared.changed()

@@ -111,6 +111,9 @@ class MemorySettings:
     """Cosine similarity above which two chunks in different files are flagged as near-duplicates."""
     commit_sessions: bool = False
     """``mnemo commit`` also commits sessions/*.jsonl transcripts."""
+    short_term_days: int = 2
+    """Daily notes of this many days (today, yesterday...) load into every chat context; older ones are
+    archived: kept in memory/ and the index, reached through search only (0: none load)."""
 
 
 @dataclass
@@ -219,6 +222,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "agent.flush_max_items": (1, 50),
     "memory.injection_budget_chars": (100, 10_000_000),
     "memory.duplicate_threshold": (0.5, 1.0),
+    "memory.short_term_days": (0, 31),
 }
 
 

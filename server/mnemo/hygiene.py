@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from mnemo.secrets import SecretFinding, scan_text, utf16_col
+from mnemo.workspace.layout import MEMORY_FILES
 
-MEMORY_FILES = ("MEMORY.md", "memory.md")
 MIN_DUPLICATE_CHARS = 40
 """Chunks shorter than this (a lone heading, one word) are never reported as duplicates."""
 

@@ -198,7 +198,10 @@ class SharedMemory:
         op, args = request.get("op"), request.get("args", {})
         if op == "search":
             found = self.memory.search(
-                args["query"], max_results=args.get("maxResults"), record=args.get("record", True)
+                args["query"],
+                max_results=args.get("maxResults"),
+                record=args.get("record", True),
+                filters=args.get("filters"),
             )
             return found.as_dict()
         if op == "status":
@@ -227,14 +230,17 @@ class SharedMemory:
                 time.sleep(0.2)  # the writer is changing hands; try again (or take the lease)
         raise IndexUnavailable("the index writer (another mnemo process) is not answering; try again")
 
-    def search(self, query: str, *, max_results: int | None = None, record: bool = True) -> Any:
-        """Searched by the writer; ``record=False``: not counted in retrieval statistics."""
+    def search(
+        self, query: str, *, max_results: int | None = None, record: bool = True, filters: Any = None
+    ) -> Any:
+        """Searched by the writer; ``record=False``: not counted in retrieval statistics; ``filters``:
+        a JSON object (:mod:`mnemo.search.filters`)."""
         if not self.is_writer:
-            args = {"query": query, "maxResults": max_results, "record": record}
+            args = {"query": query, "maxResults": max_results, "record": record, "filters": filters}
             got = self._remote({"op": "search", "args": args})
             if got is not None:
                 return _Outcome(got)
-        return self.memory.search(query, max_results=max_results, record=record)
+        return self.memory.search(query, max_results=max_results, record=record, filters=filters)
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
         return self.memory.get(path, from_line, lines)

@@ -9,6 +9,8 @@ note in the result says so (a pasted log should still find something, quickly).
 
 from __future__ import annotations
 
+from datetime import date
+
 from mnemo.errors import MnemoError
 
 MAX_RESULTS = 200
@@ -40,6 +42,18 @@ def check_line_range(from_line: object, lines: object) -> tuple[int | None, int 
         None if from_line is None else _whole_number("from", from_line, 1, MAX_LINE),
         None if lines is None else _whole_number("lines", lines, 1, MAX_LINE),
     )
+
+
+def check_day(name: str, value: object) -> date | None:
+    """``None`` or a calendar date written ``YYYY-MM-DD`` (a search filter's ``since``/``until``)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and len(value) == 10:
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise InvalidInput(f"'{name}' must be a date written YYYY-MM-DD (e.g. 2025-10-01), got {value!r}")
 
 
 def cut_query(query: str, max_chars: int) -> tuple[str, str | None]:

@@ -27,6 +27,7 @@ from mnemo.index.repair import BROKEN_DATABASE
 from mnemo.index.store import ChunkStore
 from mnemo.limits import check_line_range, check_max_results, cut_query
 from mnemo.retrievals import RetrievalLog
+from mnemo.search.filters import SearchFilters, check_filters
 from mnemo.search.hybrid import HybridSearcher, SearchOutcome
 from mnemo.workspace.layout import Workspace, WorkspacePathError
 
@@ -281,14 +282,23 @@ class MemoryService:
         sources: Sequence[str] | None = None,
         today: date | None = None,
         record: bool = True,
+        filters: object = None,
     ) -> SearchOutcome:
-        """``record=False``: an internal look-up (a duplicate check), not counted in retrieval statistics."""
+        """``record=False``: an internal look-up (a duplicate check), not counted in retrieval statistics.
+        ``filters``: a JSON object or :class:`~mnemo.search.filters.SearchFilters` (checked here)."""
         max_results = check_max_results(max_results)
+        checked = check_filters(filters)
         query, cut = cut_query(query, self.settings.search.max_query_chars)
         notes: list[str] = [cut] if cut else []
         outcome = self._recovering(
             lambda: self._search(
-                query, notes, max_results=max_results, min_score=min_score, sources=sources, today=today
+                query,
+                notes,
+                max_results=max_results,
+                min_score=min_score,
+                sources=sources,
+                today=today,
+                filters=checked,
             )
         )
         if record:
@@ -304,6 +314,7 @@ class MemoryService:
         min_score: float | None,
         sources: Sequence[str] | None,
         today: date | None,
+        filters: SearchFilters | None = None,
     ) -> SearchOutcome:
         """The index part of :meth:`search` (its arguments already checked)."""
         notes = list(checked_notes)  # a retry after a repair starts again from these
@@ -340,6 +351,7 @@ class MemoryService:
                         sources=sources,
                         today=today,
                         postings=store.postings,
+                        filters=filters,
                     )
             finally:
                 con.close()

@@ -25,7 +25,7 @@ from mnemo.policy.rules import PolicyConfig, check
 from mnemo.policy.sandbox import INSTALL_HINT, SandboxUnavailable, run_sandboxed
 from mnemo.policy.verdict import Verdict
 from mnemo.secrets import scan_text
-from mnemo.workspace.layout import Workspace
+from mnemo.workspace.layout import MEMORY_FILES, Workspace
 
 Severity = Literal["critical", "warn", "info"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warn", "info")
@@ -196,7 +196,7 @@ def check_memory_secrets(root: Path, settings: Settings) -> list[Finding]:
         hits = scan_text(text)
         if not hits:
             continue
-        private = memory_file.path.lower() == "memory.md"
+        private = memory_file.path in MEMORY_FILES
         lines = sorted({h.line + 1 for h in hits})
         rules = ", ".join(sorted({h.rule_id for h in hits}))
         findings.append(

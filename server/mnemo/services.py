@@ -90,6 +90,7 @@ class Services:
             built = Agent(
                 self.workspace.root, self.process_memory, provider, self.settings.agent, self.tool_gate()
             )
+            built.context.short_term_days = self.settings.memory.short_term_days  # [memory]
             with self._gate_lock:
                 if self._agent is None:
                     self._agent = built

@@ -22,7 +22,7 @@ from typing import Any
 from mnemo.errors import MnemoError
 from mnemo.secrets import scan_text
 from mnemo.vcs_git import GitFailed, InertGit, RepoPaths, UnsafeRepository
-from mnemo.workspace.layout import FileKind, Workspace
+from mnemo.workspace.layout import MEMORY_FILES, FileKind, Workspace
 
 
 class VcsError(MnemoError):
@@ -194,9 +194,7 @@ class MemoryRepo:
         self.include_sessions = include_sessions
 
     def _tops(self) -> list[str]:
-        return ["MEMORY.md", "memory.md", "memory", "skills"] + (
-            ["sessions"] if self.include_sessions else []
-        )
+        return [*MEMORY_FILES, "memory", "skills"] + (["sessions"] if self.include_sessions else [])
 
     def _is_memory(self, rel: str) -> bool:
         memory_file = self.workspace.classify(rel)

@@ -19,6 +19,7 @@ import pytest
 from jsonrpc_base import ProtocolError
 from jsonrpc_websocket import Server
 
+from mnemo.agent import ChatReply
 from mnemo.gateway.auth import client_proof
 from mnemo.gateway.rpc import BUSY, INVALID_PARAMS, SERVER_ERROR
 from mnemo.gateway.server import Gateway
@@ -44,7 +45,7 @@ class StandInMemory:
         self.release = threading.Event()
         self.started = threading.Semaphore(0)
 
-    def search(self, query: str, *, max_results: int | None = None) -> Outcome:
+    def search(self, query: str, *, max_results: int | None = None, filters: Any = None) -> Outcome:
         if query.startswith("slow"):
             self.started.release()
             self.release.wait(30)
@@ -62,8 +63,8 @@ class StandInMemory:
 
 
 class NoAgent:
-    def chat(self, message: str, session_id: str | None = None, **_: Any) -> str:
-        return "ok"
+    def chat(self, message: str, session_id: str | None = None, **_: Any) -> ChatReply:
+        return ChatReply("ok", session_id or "stand-in")
 
 
 @pytest.fixture

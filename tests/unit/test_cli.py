@@ -74,8 +74,8 @@ def test_init_index_search_get(tmp_path: Path) -> None:
     # status has no --provider: the workspace's own setting decides which index it opens.
     toml = ws / "mnemo.toml"
     text = toml.read_text(encoding="utf-8")
-    assert '# provider = "local"' in text
-    toml.write_text(text.replace('# provider = "local"', 'provider = "none"'), encoding="utf-8")
+    assert text.index('# provider = "auto"') < text.index("[agent]")  # the first one is [embedding]'s
+    toml.write_text(text.replace('# provider = "auto"', 'provider = "none"', 1), encoding="utf-8")
     status = mnemo("status", "--json", "-w", str(ws))
     assert status.returncode == 0, status.stderr
     st = json.loads(status.stdout)

@@ -2,12 +2,13 @@
 --- On Neovim 0.10, `require('mnemo').setup()` reads this file and starts it with `vim.lsp.start`.
 --- Override any field with `vim.lsp.config('mnemo', { cmd = { '/path/to/mnemo', 'serve' } })`.
 local protocol = require('mnemo.protocol')
+local defaults = require('mnemo.config').defaults -- written once, there
 
 ---@type vim.lsp.Config
 return {
-  cmd = { 'mnemo', 'serve' },
-  filetypes = { 'markdown' },
-  root_markers = { 'mnemo.toml', 'MEMORY.md', '.git' },
+  cmd = vim.deepcopy(defaults.cmd),
+  filetypes = vim.deepcopy(defaults.filetypes),
+  root_markers = vim.deepcopy(defaults.root_markers),
   handlers = {
     -- Each handler loads its module on first use.
     [protocol.APPROVAL_REQUEST] = function(...)

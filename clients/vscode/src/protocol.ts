@@ -37,6 +37,17 @@ export interface MemorySearchParams {
   maxResults?: number;
   minScore?: number;
   sources?: Source[];
+  filters?: SearchFilters;
+}
+export type FileKind = "memory" | "topic" | "evergreen" | "daily" | "snapshot" | "skill" | "session";
+/** Restrict the candidates before ranking (docs/protocol.md, "Search filters"). */
+export interface SearchFilters {
+  tags?: string[];
+  kinds?: FileKind[];
+  since?: string; // YYYY-MM-DD
+  until?: string; // YYYY-MM-DD
+  project?: string;
+  type?: string;
 }
 export interface ScoreParts {
   vector: number | null;

@@ -20,16 +20,16 @@ from typing import Any
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
 from mnemo.markdown.frontmatter import parse_front_matter
+from mnemo.workspace.layout import MEMORY_FILES
 
 from .providers import ChatMessage, ChatProvider
 from .providers.base import MESSAGE_OVERHEAD_TOKENS
 from .sessions import Session
-from .tools import PRIVATE_FILES, MemoryAccess, citation_of, format_hits
+from .tools import MemoryAccess, citation_of, format_hits
 
 log = logging.getLogger(__name__)
 
 PERSONA_FILES = ("AGENTS.md", "SOUL.md")
-MEMORY_FILES = PRIVATE_FILES
 TOOL_FORMAT = (
     "To use a tool, answer with only this, nothing else:\n"
     '<tool_call>{"name": "memory_search", "arguments": {"query": "..."}}</tool_call>\n'
@@ -97,6 +97,7 @@ class ContextBuilder:
         recall_results: int = 4,
         reply_tokens: int = 512,
         tools_text: str = "",
+        short_term_days: int = 2,
     ) -> None:
         self.root = root
         self.memory = memory
@@ -104,6 +105,9 @@ class ContextBuilder:
         self.recall_results = recall_results
         self.reply_tokens = reply_tokens
         self.tools_text = tools_text
+        self.short_term_days = short_term_days
+        """``[memory] short_term_days``: the daily notes of this many days (today first) go into every
+        full context; older ones are *archived*: still in memory/ and the index, reached by search only."""
 
     # -- pieces -----------------------------------------------------------------------------------
     def _read(self, rel: str) -> str | None:
@@ -246,7 +250,7 @@ class ContextBuilder:
                     parts.append(f"Long-term memory ({name}):\n" + self._fit(name, text, file_budget, notes))
                     break
         day = today or date.today()
-        for d in (day, day - timedelta(days=1)):
+        for d in (day - timedelta(days=back) for back in range(max(0, self.short_term_days))):
             rel = f"memory/{d.isoformat()}.md"
             text = self._read(rel)
             if text:

@@ -35,6 +35,7 @@ from typing import Any
 
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
+from mnemo.workspace.layout import MEMORY_FILES
 
 from .tools import MemoryAccess
 
@@ -168,7 +169,7 @@ class MemoryLines:
 
     @classmethod
     def read(cls, root: Path) -> MemoryLines:
-        files = [root / "MEMORY.md", root / "memory.md", *sorted((root / "memory").glob("**/*.md"))]
+        files = [*(root / name for name in MEMORY_FILES), *sorted((root / "memory").glob("**/*.md"))]
         lines: list[tuple[str, str]] = []
         budget = MEMORY_BYTES_LIMIT
         for path in dict.fromkeys(files):

@@ -15,14 +15,15 @@ from mnemo.citations import get_args
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
 from mnemo.limits import InvalidInput
-from mnemo.workspace.layout import WorkspacePathError
+from mnemo.search.filters import check_filters
+from mnemo.workspace.layout import MEMORY_FILES, WorkspacePathError
 
 log = logging.getLogger(__name__)
 
 READ_FILE_MAX_BYTES = 64_000
 OBSERVATION_MAX_CHARS = 6_000
 GATED_TOOLS = ("write_file", "exec")
-PRIVATE_FILES = ("MEMORY.md", "memory.md")
+PRIVATE_FILES = MEMORY_FILES
 
 
 class GateOutcome(Protocol):
@@ -42,8 +43,11 @@ class MemoryAccess(Protocol):
     """What the agent needs of memory: :class:`mnemo.memory_service.MemoryService`, or
     :class:`mnemo.index_sharing.SharedMemory` in a process that is not the index writer."""
 
-    def search(self, query: str, *, max_results: int | None = None, record: bool = True) -> SearchResults:
-        """``record=False``: an internal look-up, not counted in the retrieval statistics."""
+    def search(
+        self, query: str, *, max_results: int | None = None, record: bool = True, filters: Any = None
+    ) -> SearchResults:
+        """``record=False``: an internal look-up, not counted in the retrieval statistics; ``filters``: a
+        JSON object of :mod:`mnemo.search.filters` (tags, kinds, since, until, project, type)."""
         ...
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]: ...
@@ -68,7 +72,8 @@ class ToolResult:
 
 
 TOOL_SPECS: dict[str, str] = {
-    "memory_search": '{"query": "what to look for", "maxResults": 4}: hybrid search over memory, with citations',
+    "memory_search": '{"query": "what to look for", "maxResults": 4, "filters": {"since": "2025-10-01", '
+    '"kinds": ["daily"], "tags": ["billing"]}}: hybrid search over memory, with citations; filters optional',
     "memory_get": '{"path": "memory/2026-11-02.md", "from": 1, "lines": 20}: read lines of a memory file',
     "read_file": '{"path": "notes/todo.txt"}: read a text file inside the workspace',
     "write_file": '{"path": "notes/x.md", "content": "..."}: write a file (needs approval by policy)',
@@ -140,7 +145,12 @@ class ToolBox:
             return ToolResult(False, "memory_search needs a 'query' string")
         max_results = args.get("maxResults", 4)
         max_results = max_results if isinstance(max_results, int) and 1 <= max_results <= 20 else 4
-        hits = self.memory.search(query, max_results=max_results).as_dict()["results"]
+        filters = args.get("filters")
+        try:
+            extra: dict[str, Any] = {"filters": filters} if check_filters(filters) is not None else {}
+        except InvalidInput as exc:
+            return ToolResult(False, f"memory_search: {exc}")
+        hits = self.memory.search(query, max_results=max_results, **extra).as_dict()["results"]
         if not private:
             hits = [h for h in hits if h["path"] not in PRIVATE_FILES]
         return ToolResult(True, format_hits(hits), [citation_of(h, "tool") for h in hits])

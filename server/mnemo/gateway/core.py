@@ -35,6 +35,26 @@ class MessageTooLarge(MnemoError):
         )
 
 
+class ChatResult(Protocol):
+    """What the gateway reads of a turn's reply (:class:`mnemo.agent.agent.ChatReply`)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def citations(self) -> list[dict[str, Any]]: ...
+    @property
+    def finish_reason(self) -> str: ...
+    @property
+    def notes(self) -> list[str]: ...
+    @property
+    def tool_calls(self) -> int:
+        """Tools run in the turn (with :attr:`flush`: whether files may have been written)."""
+        ...
+
+    @property
+    def flush(self) -> object | None: ...
+
+
 class ChatAgent(Protocol):
     """What the gateway needs of :class:`mnemo.agent.Agent` (a scripted agent in load tests)."""
 
@@ -46,7 +66,7 @@ class ChatAgent(Protocol):
         kind: Any = "private",
         on_delta: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
-    ) -> Any: ...
+    ) -> ChatResult: ...
 
 
 @dataclass
@@ -84,7 +104,7 @@ class GatewayCore:
         self.router = Router(settings)
         self.lanes = Lanes(settings.max_concurrent, settings.queue_limit)
         self.handled = 0
-        self.after_turn: Callable[[Any], None] | None = None
+        self.after_turn: Callable[[ChatResult], None] | None = None
         """Called in the worker thread with the agent's reply (e.g. to re-index files its tools wrote)."""
 
     async def handle(
@@ -145,13 +165,13 @@ class GatewayCore:
             except Exception:  # the reply is still good; the index catches up at the next sync
                 log.exception("after-turn hook failed")
         return GatewayReply(
-            str(getattr(result, "text", result)),
+            result.text,
             route,
             entry.session_id,
             fresh_session=fresh,
-            citations=list(getattr(result, "citations", [])),
-            finish_reason=str(getattr(result, "finish_reason", "stop")),
-            notes=list(getattr(result, "notes", [])),
+            citations=list(result.citations),
+            finish_reason=result.finish_reason,
+            notes=list(result.notes),
         )
 
     def stats(self) -> dict[str, Any]:

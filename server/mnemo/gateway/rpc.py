@@ -19,6 +19,7 @@ from aiohttp import WSMsgType, web
 from mnemo.citations import get_args
 from mnemo.errors import MnemoError
 from mnemo.limits import InvalidInput, check_max_results
+from mnemo.search.filters import check_filters
 
 from .auth import Authenticator, AuthError, Challenge, RateLimited, lower_role, role_allows
 from .channels.webchat import webchat_message
@@ -93,7 +94,7 @@ class GatewayCalls(Protocol):
     """The gateway's own work that RPC methods answer with (:class:`mnemo.gateway.server.Gateway`)."""
 
     async def memory_search(
-        self, query: str, max_results: int | None, *, user: str = ""
+        self, query: str, max_results: int | None, *, user: str = "", filters: Any = None
     ) -> dict[str, Any]: ...
 
     async def memory_get(
@@ -256,9 +257,11 @@ class RpcFront:
         query = _bounded(_text(params, "query"), "query", self.settings.max_query_chars, "max_query_chars")
         try:
             limit = check_max_results(params.get("maxResults"))
+            filters = params.get("filters")
+            extra = {"filters": filters} if check_filters(filters) is not None else {}  # JSON, checked
         except InvalidInput as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
-        return await self.calls.memory_search(query, limit, user=conn.principal)
+        return await self.calls.memory_search(query, limit, user=conn.principal, **extra)
 
     async def memory_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         try:

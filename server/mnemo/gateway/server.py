@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 
 class MemoryReader(Protocol):
-    def search(self, query: str, *, max_results: int | None = None) -> Any: ...
+    def search(self, query: str, *, max_results: int | None = None, filters: Any = None) -> Any: ...
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]: ...
     def status(self) -> dict[str, Any]: ...
 
@@ -171,10 +171,12 @@ class Gateway:
         return states
 
     # -- memory and sessions (blocking work off the event loop) ---------------------------------------
-    async def memory_search(self, query: str, max_results: int | None, *, user: str = "") -> dict[str, Any]:
+    async def memory_search(
+        self, query: str, max_results: int | None, *, user: str = "", filters: Any = None
+    ) -> dict[str, Any]:
         with self.memory_slots.slot(user):
             outcome = await self._memory_call(
-                "memory.search", self.memory.search, query, max_results=max_results
+                "memory.search", self.memory.search, query, max_results=max_results, filters=filters
             )
         return dict(outcome.as_dict())
 

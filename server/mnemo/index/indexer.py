@@ -34,7 +34,7 @@ import numpy as np
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
 from mnemo.errors import IndexBusy, SearchCancelled
-from mnemo.index import opening, pending, repair
+from mnemo.index import file_meta, opening, pending, repair
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.markdown.chunker import CHUNKER_VERSION, Chunk, chunk_markdown
@@ -327,12 +327,15 @@ class Indexer:
         on_disk = list(self.workspace.scan())
         report.files_seen = len(on_disk)
         present = set()
+        with_meta = file_meta.known(store.con) if live else set()
         for done, (memory_file, stat) in enumerate(on_disk):
             if cancel is not None and cancel.is_set():
                 raise SearchCancelled("indexing cancelled")
             present.add(memory_file.path)
             state = known.get(memory_file.path)
             if state is not None and state[1] == stat.st_mtime and state[2] == stat.st_size:
+                if live and memory_file.path not in with_meta:
+                    self._fill_meta(store, memory_file)  # indexed before the file_meta table existed
                 continue
             if progress:
                 progress(done, len(on_disk), memory_file.path)
@@ -354,6 +357,15 @@ class Indexer:
             report.files_removed += 1
         if progress:
             progress(len(on_disk), len(on_disk), "")
+
+    def _fill_meta(self, store: ChunkStore, memory_file: MemoryFile) -> None:
+        """Write the ``file_meta`` row of a file whose chunks are current (read once, after an upgrade)."""
+        source = read_memory_file(
+            self.workspace.root / memory_file.path, memory_file.kind, self.settings.max_file_bytes
+        )
+        meta = file_meta.extract(source.text, front_matter=memory_file.kind is not FileKind.SESSION)
+        with store.transaction():
+            file_meta.write(store.con, memory_file.path, meta)
 
     def index_text(self, memory_file: MemoryFile, text: str) -> SyncReport:
         """Index an editor buffer's unsaved text for ``memory_file`` (the buffer wins over the disk).
@@ -448,8 +460,9 @@ class Indexer:
             problem,
         )
         matrix, waiting = (vectors.matrix, vectors.pending) if vectors is not None else (None, [])
+        meta = file_meta.extract(source.text, front_matter=memory_file.kind is not FileKind.SESSION)
         if not live:  # a building index: no old chunks; written in batches by flush_staged
-            store.stage_file(rows, matrix, file_row, waiting)
+            store.stage_file(rows, matrix, file_row, waiting, meta)
             report.files_indexed += 1
             return
         with store.transaction():
@@ -457,6 +470,7 @@ class Indexer:
             store.move_chunks([(cid, chunk.start_line, chunk.end_line) for cid, chunk in kept])
             store.insert_chunks(rows, matrix, live=live, pending=waiting)
             store.upsert_file(*file_row)
+            file_meta.write(store.con, memory_file.path, meta)
         report.files_indexed += 1
         report.chunks_reused += len(kept)
 

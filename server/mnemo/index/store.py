@@ -25,7 +25,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from mnemo.index import fts, repair
+from mnemo.index import file_meta, fts, repair
 from mnemo.index.duck import connect
 from mnemo.index.postings import PostingsCache
 
@@ -84,6 +84,7 @@ def _schema(dims: int) -> list[str]:
         "CREATE TABLE IF NOT EXISTS retrievals(chunk_key VARCHAR, path VARCHAR, start_line INTEGER, "
         "end_line INTEGER, query VARCHAR, searched_at TIMESTAMP, vector DOUBLE, text DOUBLE, decay DOUBLE, "
         "weight DOUBLE, score DOUBLE, rank INTEGER)",
+        file_meta.DDL,
     ]
 
 
@@ -139,6 +140,9 @@ class ChunkStore:
         self._staged_vectors: list[np.ndarray] = []
         self._staged_files: list[tuple[object, ...]] = []
         self._staged_pending: list[bool] = []
+        self._staged_meta: list[tuple[str, file_meta.FileMeta]] = []
+        with contextlib.suppress(duckdb.Error):  # an index from before the table: added, no rebuild
+            file_meta.ensure(con)
 
     # -- creating (opening an existing file: mnemo.index.opening) ------------------------------
     @classmethod
@@ -271,6 +275,7 @@ class ChunkStore:
         ids = [row[0] for row in self.con.execute("SELECT id FROM chunks WHERE path = ?", [path]).fetchall()]
         self.delete_chunks(ids)
         self.con.execute("DELETE FROM files WHERE path = ?", [path])
+        file_meta.delete(self.con, path)
 
     def delete_chunks(self, ids: Sequence[int]) -> None:
         if not ids:
@@ -296,8 +301,9 @@ class ChunkStore:
         vectors: np.ndarray | None,
         file_row: tuple[object, ...],
         pending: Sequence[bool] = (),
+        meta: file_meta.FileMeta | None = None,
     ) -> None:
-        """Queue a file's chunks and ``files`` row (building index only); every BUILD_BATCH_FILES files,
+        """Queue a file's chunks, ``files`` row and ``file_meta`` row (building index only); every BUILD_BATCH_FILES files,
         and at :meth:`flush_staged`, they are written together. ``pending``: rows written without a
         vector (see :mod:`mnemo.index.pending`)."""
         self._staged_rows.extend(rows)
@@ -305,6 +311,7 @@ class ChunkStore:
             self._staged_vectors.append(vectors)
             self._staged_pending.extend(pending or [False] * len(rows))
         self._staged_files.append(file_row)
+        self._staged_meta.append((str(file_row[0]), meta or file_meta.FileMeta()))
         if len(self._staged_files) >= BUILD_BATCH_FILES:
             self.flush_staged()
 
@@ -315,6 +322,7 @@ class ChunkStore:
         rows, files, pending = self._staged_rows, self._staged_files, self._staged_pending
         vectors = np.concatenate(self._staged_vectors) if self._staged_vectors else None
         self._staged_rows, self._staged_vectors, self._staged_files, self._staged_pending = [], [], [], []
+        metas, self._staged_meta = self._staged_meta, []
         staged = _rows_table(files, _FILE_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
         with self.transaction():
             self.insert_chunks(rows, vectors, live=False, pending=pending)
@@ -322,6 +330,7 @@ class ChunkStore:
                 "INSERT INTO files SELECT path, kind, source, CAST(day AS DATE), hash, mtime, size, chunks, "
                 "problem FROM staged"
             )
+            file_meta.write_many(self.con, metas)
 
     def insert_chunks(
         self,

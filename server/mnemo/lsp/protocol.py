@@ -78,6 +78,8 @@ class SearchParams:
     max_results: int | None
     min_score: float | None
     sources: list[str] | None
+    filters: dict[str, Any] | None = None
+    """Checked by the core (:func:`mnemo.search.filters.check_filters`)."""
 
     @classmethod
     def parse(cls, params: Any) -> SearchParams:
@@ -90,7 +92,8 @@ class SearchParams:
             raise _invalid("'maxResults' must be between 1 and 200")
         min_score = _get(raw, "minScore", (int, float))
         sources = _get(raw, "sources", list)
-        return cls(query, max_results, None if min_score is None else float(min_score), sources)
+        filters = _get(raw, "filters", dict)
+        return cls(query, max_results, None if min_score is None else float(min_score), sources, filters)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcContentModified
 from pygls.lsp.server import LanguageServer
 
 from mnemo import __version__
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from mnemo.services import Services
 
 SERVICES_WAIT_S = 60.0
+"""How long a worker thread waits for the services; the event loop never waits (:class:`ServerStarting`)."""
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,22 @@ class LspLogHandler(logging.Handler):
         self.buffer.clear()
 
 
+class ServerStarting(JsonRpcContentModified):
+    """A request that reached the services before ``initialized`` finished opening them. The event
+    loop never waits for them (it would stop every other message); the client may ask again. LSP's
+    ContentModified: editors drop the answer of a standard request quietly."""
+
+    MESSAGE = "mnemo is still starting (opening the workspace's index); try again in a moment"
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class MnemoLanguageServer(LanguageServer):
     def __init__(self, workspace: Path | None = None) -> None:
         super().__init__("mnemo", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
@@ -67,6 +85,8 @@ class MnemoLanguageServer(LanguageServer):
         """Ends the server when the editor goes away without ``exit`` (see :mod:`mnemo.lifeline`)."""
         self._gone = threading.Event()
         self._close_lock = threading.Lock()
+        self._deferred: list[Callable[[], None]] = []
+        """Notification work waiting for the services, run in order on the event loop once they are up."""
 
     # -- services -------------------------------------------------------------------------------
     def start_services(self, root: Path) -> Services:
@@ -84,15 +104,41 @@ class MnemoLanguageServer(LanguageServer):
             self.services = services
         finally:
             self.services_ready.set()
+            self.post(self._run_deferred)
         return services
 
     @property
     def core(self) -> Services:
-        if self.services is None:
+        """The services. On the event loop before they are up: :class:`ServerStarting` at once (the
+        request gets an answer, other messages keep flowing); on a worker thread: wait up to
+        :data:`SERVICES_WAIT_S`."""
+        if self.services is None and not self.services_ready.is_set():
+            if _on_event_loop():
+                raise ServerStarting()
             self.services_ready.wait(SERVICES_WAIT_S)
         if self.services is None:
             raise RuntimeError("the server is not initialized")
         return self.services
+
+    def when_ready(self, fn: Callable[[], None]) -> None:
+        """On the event loop: run ``fn`` now if the services are up, else once they are (in the order
+        asked; dropped if they fail to start). For notifications, which have no answer to wait on."""
+        if self.services is not None and not self._deferred:
+            fn()
+        elif self.services is None and self.services_ready.is_set():
+            return  # the services failed to start or are closed: nothing to feed
+        else:
+            self._deferred.append(fn)
+
+    def _run_deferred(self) -> None:
+        waiting, self._deferred = self._deferred, []
+        if self.services is None:
+            return
+        for fn in waiting:
+            try:
+                fn()
+            except Exception:
+                log.exception("deferred document notification failed")
 
     def index_changed(self) -> None:
         """On the event loop: tell the client the index state and run the index listeners (after a

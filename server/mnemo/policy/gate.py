@@ -19,7 +19,6 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,6 @@ from mnemo.policy.sandbox import SandboxUnavailable, run_sandboxed
 from mnemo.policy.shell import is_inside, parse_command, resolve_path
 
 log = logging.getLogger(__name__)
-
-ToolRunner = Callable[[dict[str, Any]], str]
-"""An extra tool the gate may run once the policy allows it: args in, text out (errors: raise)."""
 
 
 @dataclass(frozen=True)
@@ -78,17 +74,12 @@ class ToolGate:
         self._template = risk or RiskMonitor()
         self._monitors: dict[str, RiskMonitor] = {self._template.session: self._template} if risk else {}
         self._lock = threading.Lock()
-        self._runners: dict[str, ToolRunner] = {}
 
     def with_approver(self, approver: Approver) -> ToolGate:
         """The same gate (policy, audit, risk monitors shared) asking another approver."""
         other = copy.copy(self)
         other.approver = approver
         return other
-
-    def register_tool(self, name: str, runner: ToolRunner) -> None:
-        """Let the gate run another tool (e.g. memory_search) under the same policy and audit."""
-        self._runners[name] = runner
 
     # -- risk ---------------------------------------------------------------------------------
     def monitor(self, session: str) -> RiskMonitor:
@@ -271,8 +262,6 @@ class ToolGate:
                 output, ok = self._write(args), True
             elif tool == "read_file":
                 output, ok = self._read(args), True
-            elif tool in self._runners:
-                output, ok = self._runners[tool](args), True
             else:
                 output, ok = f"unknown tool {tool!r}", False
         except SandboxUnavailable as exc:

@@ -22,9 +22,10 @@ from typing import Literal
 
 from mnemo.policy.shell import OUTPUT_REDIRECTS, Segment, is_inside, is_safe_target, resolve_path
 from mnemo.policy.verdict import Context, Decision, confirm, deny
+from mnemo.workspace.layout import MEMORY_FILES
 
 Mode = Literal["create", "append", "modify", "truncate", "delete"]
-MEMORY_ROOT_FILES = frozenset({"MEMORY.md", "memory.md", "SOUL.md", "AGENTS.md", "TOOLS.md", "USER.md"})
+MEMORY_ROOT_FILES = frozenset({*MEMORY_FILES, "SOUL.md", "AGENTS.md", "TOOLS.md", "USER.md"})
 PERSIST_RE = re.compile(
     r"(^|/)(\.(bash|zsh)rc|\.bash_profile|\.bash_login|\.profile|\.zprofile|\.config/autostart"
     r"|\.config/systemd|crontab|cron\.d|cron\.(daily|hourly))(/|$)"

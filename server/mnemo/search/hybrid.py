@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -15,11 +15,11 @@ from mnemo.config import SearchSettings
 from mnemo.embeddings import Embedder
 from mnemo.index import fts
 from mnemo.index.postings import PostingsCache
+from mnemo.search import filters as search_filters
 from mnemo.search import lines, ranking
 from mnemo.search.select import select as select_hits
 from mnemo.text.terms import cjk_share, query_terms, token_set
-
-MEMORY_FILES = ("MEMORY.md", "memory.md")
+from mnemo.workspace.layout import MEMORY_FILES
 
 
 @dataclass
@@ -147,12 +147,34 @@ def vector_literal(vector: np.ndarray) -> str:
     return f"[{values}]::FLOAT[{len(vector)}]"
 
 
-def vector_query(literal: str, limit: int) -> str:
-    """Nearest chunks by cosine distance, in the shape DuckDB's vss rewrites to an HNSW index scan."""
+def vector_query(literal: str, limit: int, *, within: bool = False) -> str:
+    """Nearest chunks by cosine distance, in the shape DuckDB's vss rewrites to an HNSW index scan;
+    ``within``: only the chunk ids given as the one parameter (a filtered search: an exact scan)."""
+    where = "WHERE id IN (SELECT unnest(?::BIGINT[])) " if within else ""
     return (
-        f"SELECT id, array_cosine_distance(embedding, {literal}) AS distance FROM chunks "
+        f"SELECT id, array_cosine_distance(embedding, {literal}) AS distance FROM chunks {where}"
         f"ORDER BY distance LIMIT {int(limit)}"
     )
+
+
+TextSearch = Callable[..., list[tuple[int, float, float, float]]]
+
+
+def _within(base: TextSearch, allowed: Sequence[int]) -> TextSearch:
+    """``base`` (BM25 candidates) drawing only from the ``allowed`` chunk ids, best ``limit`` first."""
+
+    def search(
+        con: duckdb.DuckDBPyConnection,
+        terms: Sequence[str],
+        *,
+        limit: int,
+        only_ids: Sequence[int] | None = None,
+    ) -> list[tuple[int, float, float, float]]:
+        if only_ids is not None:  # ids of candidates: allowed ones already
+            return base(con, terms, limit=limit, only_ids=only_ids)
+        return base(con, terms, limit=limit, only_ids=allowed)[:limit]
+
+    return search
 
 
 class HybridSearcher:
@@ -194,10 +216,12 @@ class HybridSearcher:
         sources: Sequence[str] | None = None,
         today: date | None = None,
         postings: PostingsCache | None = None,
+        filters: search_filters.SearchFilters | None = None,
     ) -> SearchOutcome:
-        """``postings``: the writer's in-memory BM25 postings (else the fts tables are scanned)."""
+        """``postings``: the writer's in-memory BM25 postings (else the fts tables are scanned).
+        ``filters``: only chunks they allow are candidates (:mod:`mnemo.search.filters`)."""
         s = self.settings
-        text_search = postings.search if postings is not None else fts.search
+        base_search = postings.search if postings is not None else fts.search
         k = max_results or s.max_results
         floor = min_score if min_score is not None else (s.min_score if dims > 0 else s.keyword_min_score)
         today = today or date.today()
@@ -207,6 +231,13 @@ class HybridSearcher:
         if not query.strip():
             outcome.notes.append("empty query")
             return outcome
+        allowed: list[int] | None = None
+        if filters is not None and not filters.empty:
+            allowed = search_filters.allowed_ids(con, filters)
+            if not allowed:
+                outcome.notes.append("no memory matches the filters")
+                return outcome
+        text_search = base_search if allowed is None else _within(base_search, allowed)
         cands: dict[int, _Candidate] = {}
         qvec: np.ndarray | None = None
         if dims > 0:
@@ -215,7 +246,10 @@ class HybridSearcher:
             # The vector goes in as a literal: it is a constant the HNSW index scan can use, and
             # DuckDB converts a 384-float Python parameter far more slowly than it parses one.
             literal = vector_literal(qvec)
-            rows = con.execute(vector_query(literal, n)).fetchall()
+            if allowed is None:
+                rows = con.execute(vector_query(literal, n)).fetchall()
+            else:
+                rows = con.execute(vector_query(literal, n, within=True), [allowed]).fetchall()
             for cid, distance in rows:
                 cands[cid] = _Candidate(cid, vector=ranking.vector_score(1.0 - float(distance)))
         terms = query_terms(query)

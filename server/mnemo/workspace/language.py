@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from mnemo.text.terms import CJK_CHARS
 
-from .layout import Workspace
+from .layout import MEMORY_FILES, Workspace
 
 _CJK = re.compile(f"[{CJK_CHARS}]")
 _LETTER = re.compile(r"[^\W\d_]")
@@ -39,7 +39,7 @@ def script_share(workspace: Workspace, sample_bytes: int = SAMPLE_BYTES) -> Scri
     what was said, not what the user keeps)."""
     files = sorted(
         (f for f, _ in workspace.scan() if f.source != "sessions"),
-        key=lambda f: (f.path not in ("MEMORY.md", "memory.md"), -(f.day.toordinal() if f.day else 0)),
+        key=lambda f: (f.path not in MEMORY_FILES, -(f.day.toordinal() if f.day else 0)),
     )
     cjk = letters = read = 0
     for memory_file in files:

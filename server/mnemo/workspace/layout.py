@@ -38,7 +38,9 @@ class WorkspaceNotFound(MnemoError):
     """No workspace where a command looked for one (the CLI exits 2 and says how to make one)."""
 
 
-WORKSPACE_FILES = ("mnemo.toml", "MEMORY.md", "memory.md")
+MEMORY_FILES = ("MEMORY.md", "memory.md")
+"""The workspace's main memory file, either spelling (at the workspace root; the first found is read)."""
+WORKSPACE_FILES = ("mnemo.toml", *MEMORY_FILES)
 WORKSPACE_DIR = ".mnemo"
 """A folder holding one of these files, or a ``.mnemo/`` folder, is a workspace."""
 
@@ -157,7 +159,7 @@ class Workspace:
             return None
         name = parts[-1]
         if len(parts) == 1:
-            if name in ("MEMORY.md", "memory.md"):
+            if name in MEMORY_FILES:
                 return MemoryFile(rel, FileKind.EVERGREEN, None)
             return None
         if parts[0] == "memory" and name.endswith(".md"):
@@ -235,7 +237,7 @@ class Workspace:
         roots = ["memory", "skills", *self.extra_paths]
         if self.include_sessions:
             roots.append("sessions")
-        for top in ("MEMORY.md", "memory.md"):
+        for top in MEMORY_FILES:
             path = self.root / top
             if path.is_file() and not path.is_symlink():
                 memory_file = self.classify(top)

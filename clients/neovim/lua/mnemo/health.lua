@@ -60,8 +60,18 @@ function M.check()
     health.ok(index)
   elseif status.state == 'error' then
     health.error(index .. ': ' .. tostring(status.message))
+  elseif status.state == 'released' then
+    health.info(index .. ': handed to another mnemo process, which now writes it')
   else
-    health.info(index)
+    local p = type(status.progress) == 'table' and status.progress or {}
+    health.info(index .. (p.total and p.total > 0 and (' (%s of %s files)'):format(p.done, p.total) or ''))
+  end
+  local vectors = type(status.vectors) == 'table' and status.vectors or nil
+  if vectors and vectors.chunks and vectors.chunks > 0 and vectors.embedded < vectors.chunks then
+    health.info(('embedding in the background: %d of %d chunks have vectors'):format(vectors.embedded, vectors.chunks))
+  end
+  for _, note in ipairs(status.notes or {}) do
+    health.warn(tostring(note))
   end
   for _, p in ipairs(status.configProblems or {}) do
     health.warn('mnemo.toml: ' .. (type(p) == 'table' and vim.inspect(p) or tostring(p)))
@@ -71,10 +81,10 @@ function M.check()
   end
 
   health.start('mnemo: models')
-  local model = status.model ~= vim.NIL and status.model or nil
+  local model = type(status.model) == 'string' and status.model ~= '' and status.model or '-'
+  local dims = type(status.dims) == 'number' and status.dims > 0 and (', ' .. status.dims .. ' dims') or ''
   local embed = ('embeddings: provider %s, model %s%s, search mode %s'):format(tostring(status.provider),
-    tostring(model or '-'), status.dims and status.dims ~= vim.NIL and (', ' .. status.dims .. ' dims') or '',
-    tostring(status.mode))
+    model, dims, tostring(status.mode))
   if status.mode == 'hybrid' then
     health.ok(embed)
   else

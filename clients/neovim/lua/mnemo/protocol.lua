@@ -3,7 +3,8 @@
 local M = {}
 
 -- Memory (client -> server requests)
-M.MEMORY_SEARCH = 'mnemo/memorySearch' -- {query, maxResults?, minScore?, sources?} -> {results, mode, ...}
+M.MEMORY_SEARCH = 'mnemo/memorySearch' -- {query, maxResults?, minScore?, sources?, filters?} -> {results, mode, ...}
+-- filters: {tags?, kinds?, since?, until?, project?, type?} (dates YYYY-MM-DD; docs/protocol.md)
 M.MEMORY_GET = 'mnemo/memoryGet' -- {path, from?, lines?} -> {path, from, lines, totalLines, text}
 M.STATUS = 'mnemo/status' -- {} -> status object
 M.INDEX_STATUS = 'mnemo/indexStatus' -- server -> client notification: the status object

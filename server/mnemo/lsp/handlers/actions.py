@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from mnemo import memory_edits
 from mnemo.lsp import protocol
 from mnemo.lsp.handlers import chat
 from mnemo.lsp.handlers.diagnostics import open_buffers
 from mnemo.lsp.server import MnemoLanguageServer
+
+if TYPE_CHECKING:  # the secrets rules load on the first code action, not before `initialize`
+    from mnemo import memory_edits
 
 PROMOTE_KIND = "refactor.move.mnemo.promote"
 
@@ -43,6 +45,8 @@ def _duplicate_data(d: types.Diagnostic) -> dict[str, Any] | None:
 
 
 def code_actions(ls: MnemoLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    from mnemo import memory_edits
+
     rel = ls.core.workspace.rel_from_uri(params.text_document.uri)
     editor = ls.core.editor
     if rel is None or not editor.is_memory_markdown(rel):

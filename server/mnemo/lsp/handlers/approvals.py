@@ -9,15 +9,16 @@ from dataclasses import asdict
 from typing import Any
 
 from mnemo.lsp import protocol
-from mnemo.lsp.approver import lsp_gate
 from mnemo.lsp.server import MnemoLanguageServer
-from mnemo.policy.approvals import parse_choice
-from mnemo.policy.gate import verify_audit
+
+# The policy modules load on first use (each handler imports what it needs), not before `initialize`.
 
 
 def register(server: MnemoLanguageServer) -> None:
     @server.feature(protocol.EXEC)
     async def exec_command(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        from mnemo.lsp.approver import lsp_gate
+
         p = protocol.ExecParams.parse(params)
         gate = lsp_gate(ls)
         outcome = await asyncio.to_thread(
@@ -33,12 +34,17 @@ def register(server: MnemoLanguageServer) -> None:
 
     @server.feature(protocol.RESOLVE_APPROVAL)
     def resolve_approval(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        from mnemo.policy.approvals import parse_choice
+
         p = protocol.ResolveApprovalParams.parse(params)
         resolved = ls.core.approvals.resolve(p.id, parse_choice(p.choice), by="resolveApproval")
         return {"resolved": resolved, **({} if resolved else {"message": f"no pending approval {p.id}"})}
 
     @server.feature(protocol.AUDIT_VERIFY)
     async def audit_verify(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        from mnemo.lsp.approver import lsp_gate
+        from mnemo.policy.gate import verify_audit
+
         audit = lsp_gate(ls).audit
         report = await asyncio.to_thread(verify_audit, audit)
         return {
@@ -50,4 +56,6 @@ def register(server: MnemoLanguageServer) -> None:
 
     @server.feature(protocol.RISK_STATUS)
     async def risk_status(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        from mnemo.lsp.approver import lsp_gate
+
         return await asyncio.to_thread(lsp_gate(ls).risk_status)

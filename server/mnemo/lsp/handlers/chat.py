@@ -9,16 +9,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from mnemo.agent import Agent, SessionError
-from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
+
+if TYPE_CHECKING:  # the agent and NumPy load on the first chat, after `initialize` is answered
+    from mnemo.agent import Agent
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,9 @@ async def _agent(ls: MnemoLanguageServer) -> Agent:
 
 async def _call(fn: Any, *args: Any, stop: threading.Event | None = None, **kwargs: Any) -> Any:
     """Run a core call on a thread; core errors become JSON-RPC errors; a cancelled request sets ``stop``."""
+    from mnemo.agent import SessionError
+    from mnemo.embeddings import EmbeddingError
+
     try:
         return await asyncio.to_thread(fn, *args, **kwargs)
     except asyncio.CancelledError:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from mnemo.hygiene import Problem
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
+
+if TYPE_CHECKING:
+    from mnemo.hygiene import Problem
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ from urllib.parse import unquote, urlparse
 from lsprotocol import types
 
 from mnemo.lsp import protocol
-from mnemo.lsp.approver import install_lsp_approvals
 from mnemo.lsp.server import MnemoLanguageServer
 
 log = logging.getLogger(__name__)
@@ -127,6 +126,8 @@ def register(server: MnemoLanguageServer) -> None:
         services = await asyncio.to_thread(ls.start_services, ls.root)
         for problem in services.problems:
             log.warning("%s", problem)
+        from mnemo.lsp.approver import install_lsp_approvals  # the policy modules: after `initialize`
+
         install_lsp_approvals(ls)  # the editor answers every gate's approvals (chat and mnemo/exec)
         ls.index_task = asyncio.create_task(index_in_background(ls))
 

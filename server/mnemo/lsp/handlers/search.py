@@ -9,7 +9,6 @@ from typing import Any
 from pygls.exceptions import JsonRpcInvalidParams
 
 from mnemo import citations
-from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
 from mnemo.limits import InvalidInput
 from mnemo.lsp import protocol
@@ -37,6 +36,8 @@ def register(server: MnemoLanguageServer) -> None:
         unknown = [s for s in p.sources or [] if s not in SOURCES]
         if unknown:  # else an unknown source would silently find nothing
             raise JsonRpcInvalidParams(f"'sources' may hold {', '.join(SOURCES)}, got {unknown!r}")
+        from mnemo.embeddings import EmbeddingError  # NumPy: loaded by then, not before `initialize`
+
         try:
             outcome = await asyncio.to_thread(
                 ls.core.memory.search,
@@ -44,8 +45,9 @@ def register(server: MnemoLanguageServer) -> None:
                 max_results=p.max_results,
                 min_score=p.min_score,
                 sources=p.sources,
+                filters=p.filters,
             )
-        except InvalidInput as exc:  # a bound the core checks (maxResults)
+        except InvalidInput as exc:  # a bound the core checks (maxResults, filters)
             raise JsonRpcInvalidParams(str(exc)) from exc
         except (MnemoError, EmbeddingError) as exc:
             raise protocol.RequestFailed(str(exc)) from exc

@@ -11,11 +11,12 @@ from mnemo import citations
 from mnemo.limits import InvalidInput
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
-from mnemo.vcs import SecretsInCommit, VcsError
 from mnemo.workspace.layout import WorkspacePathError
 
 
 async def commit(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+    from mnemo.vcs import SecretsInCommit, VcsError  # loaded on first use, not before `initialize`
+
     p = protocol.CommitParams.parse(params)
     try:
         result = await asyncio.to_thread(
@@ -30,6 +31,8 @@ async def commit(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
 
 
 async def history(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+    from mnemo.vcs import VcsError
+
     p = protocol.HistoryParams.parse(params)
     try:
         cited = citations.parse_citation(p.path)  # "MEMORY.md#L12": line 12 unless 'line' says otherwise
