@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -119,6 +121,31 @@ class MnemoLanguageServer(LanguageServer):
         if self.services is None:
             raise RuntimeError("the server is not initialized")
         return self.services
+
+    async def wait_for_services(self) -> None:
+        """Until the services are up (or failed), without holding the event loop."""
+        if self.services is None and not self.services_ready.is_set():
+            await asyncio.to_thread(self.services_ready.wait, SERVICES_WAIT_S)
+
+    def feature(self, feature_name: str, options: Any | None = None) -> Callable[[Any], Any]:
+        """pygls' registration; mnemo's own requests (``mnemo/…``) first wait for the services without
+        blocking the loop, so a client that asks right after ``initialized`` gets its answer, not
+        "still starting". Standard requests (hover, code lens, …) get ContentModified then."""
+        register = super().feature(feature_name, options)
+        if not feature_name.startswith("mnemo/"):
+            return register
+
+        def wrap(handler: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(handler)
+            async def when_up(ls: MnemoLanguageServer, params: Any) -> Any:
+                await ls.wait_for_services()
+                result = handler(ls, params)
+                return await result if inspect.isawaitable(result) else result
+
+            register(when_up)
+            return handler
+
+        return wrap
 
     def when_ready(self, fn: Callable[[], None]) -> None:
         """On the event loop: run ``fn`` now if the services are up, else once they are (in the order
