@@ -16,13 +16,13 @@ from mnemo.embeddings.threads import cgroup_cpu_limit, choose_threads, physical_
     ("cores", "load", "expected"),
     [
         (2, 0.0, 2),
-        (2, 0.4, 2),
-        (2, 0.6, 1),
-        (2, 1.0, 1),
+        (2, 1.0, 2),  # busy but not oversubscribed: passive threads share, both cores pay (22 vs 15 chunks/s)
+        (2, 3.9, 2),
+        (2, 4.0, 1),  # two runnable processes a core: only the idle cores, at least one
         (2, 6.5, 1),  # the reported case: load 6-7 on 2 cores collapsed at 2 threads
         (8, 0.0, 8),
-        (8, 3.0, 5),
-        (8, 7.6, 1),
+        (8, 7.6, 8),
+        (8, 16.0, 1),
         (8, 40.0, 1),
         (1, 0.0, 1),
     ],
@@ -32,9 +32,10 @@ def test_threads_follow_idle_cores(cores: int, load: float, expected: int) -> No
 
 
 def test_only_our_share_of_a_big_machines_load_counts() -> None:
-    # 2 of 64 CPUs: a machine-wide load of 16 puts ~0.5 on ours, 60 puts ~1.9.
-    assert choose_threads(2, 16.0, online=64) == 2
-    assert choose_threads(2, 60.0, online=64) == 1
+    # 2 of 64 CPUs: a machine-wide load of 60 puts ~1.9 on ours, 160 puts 5.
+    assert choose_threads(2, 60.0, online=64) == 2
+    assert choose_threads(2, 160.0, online=64) == 1
+    assert choose_threads(2, 160.0) == 1
     assert choose_threads(2, 6.5, online=2) == 1
 
 

@@ -1,13 +1,14 @@
-"""How many CPU threads llama.cpp gets: the cores that are free when a model loads, at least one.
+"""How many CPU threads llama.cpp gets: every usable core, or only the free ones on an oversubscribed machine.
 
 llama.cpp splits every operation of a forward pass over its threads and then waits for all of them at a
 barrier, spinning while it waits (OpenMP or ggml's own pool). When the machine's other work leaves fewer idle
 cores than threads, a thread that is not scheduled holds up the others, which spin on the CPU time it needs:
 throughput collapses instead of sharing the cores (MiniLM at 0.3-0.5 chunks/s at load 6-7 on 2 cores, against
 ~4-14 on a quiet machine; docs/benchmarks.md, "Embedding under load"). A single thread never waits for another,
-so it slows down only in proportion to its share of a core. Hence: as many threads as there are idle cores,
-never more than the physical cores we may run on, never fewer than one. ``embedding.threads`` /
-``agent.threads`` in mnemo.toml override the choice.
+so it slows down only in proportion to its share of a core. Hence threads sleep at barriers
+(:func:`passive_waiting`), which removes the collapse, and every physical core we may run on gets a thread
+until the load reaches :data:`BUSY_LOAD_PER_CORE`; above it, only the idle cores, never fewer than one.
+``embedding.threads`` / ``agent.threads`` in mnemo.toml override the choice.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from pathlib import Path
 
 _CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 _CPU_SYSFS = Path("/sys/devices/system/cpu")
+
+
+BUSY_LOAD_PER_CORE = 2.0
+"""Below this load per core every core gets a thread; at or above it, only the idle cores (at least one).
+Measured on 2 cores with passive waiting (docs/benchmarks.md, "Embedding under load"): quiet, 2 threads
+22.2 chunks/s against 14.8 for one; at load ~3.5, 6.1 against 5.8; at load ~13, 4.9 against 5.9."""
 
 
 def passive_waiting() -> None:
@@ -41,6 +48,8 @@ def choose_threads(cores: int, load: float, online: int | None = None) -> int:
         return cores
     if online is not None and online > cores:
         load = load * cores / online
+    if load < BUSY_LOAD_PER_CORE * cores:  # threads sleep at barriers (passive_waiting): all cores pay
+        return cores
     free = cores - load
     return max(1, min(cores, math.floor(free + 0.5)))
 
