@@ -124,8 +124,8 @@ class Grounder:
                 text = str(hit.get("snippet", "")).rstrip("…")
             for i, line in enumerate(text.splitlines()):
                 clean = line.strip()
-                if clean.startswith("user:") and hit["path"].startswith("sessions/"):
-                    continue  # a question someone asked is not a fact
+                if clean.startswith(("user:", "assistant:")) and hit["path"].startswith("sessions/"):
+                    continue  # a question someone asked, or a model's unconfirmed answer, is not a fact
                 if clean and not clean.startswith("#"):
                     out.append(MemoryLine(hit["path"], start + i, clean, rank))
         return out
@@ -141,7 +141,18 @@ class Grounder:
         if not supported:
             return None
         top = min(line.rank for _n, line in supported)
-        return max((p for p in supported if p[1].rank == top), key=lambda p: p[0])[1]
+        shared, best = max((p for p in supported if p[1].rank == top), key=lambda p: p[0])
+        if shared < 2 and any(self._unknown(w) for w in words - content_words(best.text)):
+            return None  # one shared word ("name"), and what the question is about is nowhere in memory
+        return best
+
+    def _unknown(self, word: str) -> bool:
+        """No memory holds ``word`` at all (a keyword match, not a vector neighbour; not recorded)."""
+        try:
+            found = self.memory.search(word, max_results=3, record=False).as_dict()["results"]
+        except (MnemoError, InvalidInput):
+            return False
+        return not any(word in content_words(str(hit.get("snippet", ""))) for hit in found)
 
     def repeated(
         self, question: str, answer: str, lines: list[MemoryLine], *, whole: bool
