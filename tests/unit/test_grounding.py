@@ -234,7 +234,8 @@ def test_the_question_itself_recalled_from_a_transcript_is_not_evidence() -> Non
 
 
 def test_one_generic_shared_word_about_something_memory_never_mentions_is_no_memory(
-    make_workspace, services_factory  # type: ignore[no-untyped-def]
+    make_workspace,
+    services_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     # Seen with the bundled model: vector recall brought this line for "what is my cat's name?", it
     # shares "name", and the model answered "Mira" under the quote.
@@ -249,14 +250,17 @@ def test_one_generic_shared_word_about_something_memory_never_mentions_is_no_mem
     memory = services_factory(root).memory
     memory.sync()
     grounder = Grounder("strict", memory)
-    recalled = [MemoryLine("memory/deploy-runbook.md", 3, "Evergreen topic note (no date in the file name).", 0)]
+    recalled = [
+        MemoryLine("memory/deploy-runbook.md", 3, "Evergreen topic note (no date in the file name).", 0)
+    ]
     assert grounder.best_for_question("what is my cat's name?", recalled) is None  # "cat": nowhere in memory
     assert grounder.best_for_question("what is the deploy file name?", recalled) is not None  # 2 shared
     assert grounder.best_for_question("what is the topic's name?", recalled) is not None  # both known
 
 
 def test_a_models_answer_in_another_transcript_is_not_evidence(
-    make_workspace, services_factory  # type: ignore[no-untyped-def]
+    make_workspace,
+    services_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     # Seen: "The cat's name is Mira", invented in one chat, came back as memory in the next.
     root = make_workspace({"MEMORY.md": "# Memory\n\n- Coffee: dark roast, no sugar.\n"})
