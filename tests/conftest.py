@@ -194,3 +194,15 @@ class HashEmbedder:
 @pytest.fixture
 def hash_embedder() -> type[HashEmbedder]:
     return HashEmbedder
+
+
+def local_model_services(root: Path, notes: dict[str, str | bytes]):  # type: ignore[no-untyped-def]
+    """Services over ``notes`` written to ``root`` with the real local embedding model, synced (skips the
+    test when llama-cpp-python is missing). For module-scoped fixtures; the caller closes them."""
+    pytest.importorskip("llama_cpp")
+    from mnemo.services import build_services
+
+    write_files(root, notes)
+    services = build_services(root, provider="local")
+    services.memory.sync()
+    return services

@@ -61,8 +61,6 @@ class BackgroundEmbedder:
         self._dirty = False
         """Woken since the last batch started: there may be new pending chunks."""
         self._idle = True
-        self.last: StepResult | None = None
-        """The last committed batch (its counts: chunks with vectors and all chunks at that moment)."""
 
     @property
     def enabled(self) -> bool:
@@ -148,7 +146,6 @@ class BackgroundEmbedder:
             if step is None:
                 return filled
             filled = filled or step.filled > 0
-            self.last = step
             if self._on_commit is not None:
                 self._on_commit(step)
             with self._cond:
@@ -241,15 +238,10 @@ class PendingVectors:
         if con is not None:
             counts = pending.vector_counts(con)
         else:
-            with self.indexer.swap_lock:
-                store = self.indexer.store
-                if store is None:
+            with self.indexer.reading() as found:
+                if found is None:
                     return (0, 0)
-                reader = store.reader()
-                try:
-                    counts = pending.vector_counts(reader)
-                finally:
-                    reader.close()
+                counts = pending.vector_counts(found[1])
         self._counts = (generation, counts)
         return counts
 

@@ -17,7 +17,7 @@ from mnemo import __version__
 from mnemo.citations import get_args
 from mnemo.cli_filters import add_filter_flags, search_filters
 from mnemo.errors import MnemoError
-from mnemo.limits import InvalidInput, check_max_results
+from mnemo.limits import SOURCES, InvalidInput, check_max_results
 from mnemo.workspace.layout import (
     WorkspaceNotFound,
     WorkspacePathError,
@@ -34,9 +34,6 @@ EPILOG = """examples:
   mnemo get memory/2026-11-01.md#L3-L9   the lines a search result cites
   mnemo serve                        LSP on stdio (what VS Code and Neovim start)
 """
-
-
-SOURCES = ("memory", "skills", "sessions")
 
 
 def _sources(value: str) -> list[str]:

@@ -9,6 +9,7 @@ note in the result says so (a pasted log should still find something, quickly).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date
 
 from mnemo.errors import MnemoError
@@ -17,6 +18,8 @@ MAX_RESULTS = 200
 """Most results one search may return (as ``search.max_results``' range in mnemo.toml)."""
 MAX_LINE = 10_000_000
 """Largest ``from`` and ``lines`` for ``get``: no readable memory file has more lines."""
+SOURCES = ("memory", "skills", "sessions")
+"""What a search may be limited to (``sources``)."""
 
 
 class InvalidInput(MnemoError):
@@ -34,6 +37,13 @@ def _whole_number(name: str, value: object, low: int, high: int) -> int:
 def check_max_results(max_results: object) -> int | None:
     """``None`` (the setting's default) or a whole number from 1 to :data:`MAX_RESULTS`."""
     return None if max_results is None else _whole_number("maxResults", max_results, 1, MAX_RESULTS)
+
+
+def check_sources(sources: Sequence[str] | None) -> None:
+    """``None`` or names from :data:`SOURCES` only (else an unknown source would silently find nothing)."""
+    unknown = [s for s in sources or () if s not in SOURCES]
+    if unknown:
+        raise InvalidInput(f"'sources' may hold {', '.join(SOURCES)}, got {unknown!r}")
 
 
 def check_line_range(from_line: object, lines: object) -> tuple[int | None, int | None]:

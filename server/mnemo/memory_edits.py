@@ -123,6 +123,13 @@ def duplicate_body_lines(text: str, start_line: int, end_line: int) -> tuple[int
     return (first, end_line) if first <= end_line else (end_line + 1, end_line)
 
 
+def duplicate_removal_edit(path: str, text: str, start_line: int, end_line: int) -> TextEdit | None:
+    """The edit that removes a near-duplicate chunk's body (its leading headings stay); None when the
+    chunk is only headings."""
+    first, last = duplicate_body_lines(text, start_line, end_line)
+    return None if first > last else delete_lines_edit(path, text, first, last)
+
+
 def selected_lines(text: str, first_line: int, last_line: int) -> list[str]:
     """Lines ``first_line..last_line`` (0-based, inclusive) of ``text``."""
     return text.split("\n")[first_line : last_line + 1]

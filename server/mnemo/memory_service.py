@@ -25,7 +25,7 @@ from mnemo.index import pending
 from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
 from mnemo.index.repair import BROKEN_DATABASE
 from mnemo.index.store import ChunkStore
-from mnemo.limits import check_line_range, check_max_results, cut_query
+from mnemo.limits import check_line_range, check_max_results, check_sources, cut_query
 from mnemo.retrievals import RetrievalLog
 from mnemo.search.filters import SearchFilters, check_filters
 from mnemo.search.hybrid import HybridSearcher, SearchOutcome
@@ -287,6 +287,7 @@ class MemoryService:
         """``record=False``: an internal look-up (a duplicate check), not counted in retrieval statistics.
         ``filters``: a JSON object or :class:`~mnemo.search.filters.SearchFilters` (checked here)."""
         max_results = check_max_results(max_results)
+        check_sources(sources)
         checked = check_filters(filters)
         query, cut = cut_query(query, self.settings.search.max_query_chars)
         notes: list[str] = [cut] if cut else []
@@ -321,9 +322,8 @@ class MemoryService:
         if self.has_pending() and not self.apply_pending(timeout_s=PENDING_WAIT_S):
             notes.append("the index is busy; edits from the last moments may be missing")
         self.ensure_open()
-        with self.indexer.swap_lock:
-            store = self.indexer.store
-            if store is None:
+        with self.indexer.reading() as found:
+            if found is None:
                 raise IndexUnavailable(
                     "the index is not built yet"
                     + (
@@ -333,28 +333,25 @@ class MemoryService:
                     )
                     + "; run `mnemo index` or wait for the server to finish indexing"
                 )
+            store, con = found
             dims, mismatch = self.indexer.vector_dims(), self.indexer.mismatch_note()
-            con = store.reader()
-            try:
-                embedded, total = self.vectors.counts(con) if dims > 0 else (0, 0)
-                if dims > 0 and embedded < total:
-                    notes.append(self.vectors.note(embedded, total))
-                    if embedded == 0:  # nothing to compare a query vector with yet
-                        dims = 0
-                with self.vectors.searching():  # the embedding thread lets the query's embedding go first
-                    outcome = self.searcher.search(
-                        con,
-                        query,
-                        dims=dims,
-                        max_results=max_results,
-                        min_score=min_score,
-                        sources=sources,
-                        today=today,
-                        postings=store.postings,
-                        filters=filters,
-                    )
-            finally:
-                con.close()
+            embedded, total = self.vectors.counts(con) if dims > 0 else (0, 0)
+            if dims > 0 and embedded < total:
+                notes.append(self.vectors.note(embedded, total))
+                if embedded == 0:  # nothing to compare a query vector with yet
+                    dims = 0
+            with self.vectors.searching():  # the embedding thread lets the query's embedding go first
+                outcome = self.searcher.search(
+                    con,
+                    query,
+                    dims=dims,
+                    max_results=max_results,
+                    min_score=min_score,
+                    sources=sources,
+                    today=today,
+                    postings=store.postings,
+                    filters=filters,
+                )
         outcome.notes.extend(notes)
         if mismatch:  # an index built for another model: searched as it is, never rebuilt by a read
             outcome.notes.append(mismatch)
@@ -494,25 +491,22 @@ class MemoryService:
         counts = {"files": 0, "chunks": 0}
         state = self.index_state
         file_problems = list(state.problems)
-        with self.indexer.swap_lock:
-            store = self.indexer.store
-            if store is not None:
-                reader = store.reader()
-                try:
-                    row = reader.execute(
-                        "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)"
-                    ).fetchone()
-                    # Problems of every indexed file, not only those (re)read by the last sync.
-                    file_problems = reader.execute(
-                        "SELECT path, problem FROM files WHERE problem IS NOT NULL ORDER BY path"
-                    ).fetchall()
-                finally:
-                    reader.close()
+        with self.indexer.reading() as found:
+            store = found[0] if found is not None else None
+            if found is not None:
+                reader = found[1]
+                row = reader.execute(
+                    "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)"
+                ).fetchone()
+                # Problems of every indexed file, not only those (re)read by the last sync.
+                file_problems = reader.execute(
+                    "SELECT path, problem FROM files WHERE problem IS NOT NULL ORDER BY path"
+                ).fetchall()
                 counts = {"files": int(row[0]), "chunks": int(row[1])} if row else counts
             wanted = self.embedder.provider != "none"  # (dims could load the model)
             vectors = self.indexer.vector_dims() > 0 if store is not None else wanted
             mismatch = self.indexer.mismatch_note()
-            embedded, total = self.vectors.counts() if store is not None and vectors else (0, 0)
+            embedded, total = self.vectors.counts(found[1]) if found is not None and vectors else (0, 0)
         notes = [mismatch] if mismatch else []
         if embedded < total:
             notes.append(self.vectors.note(embedded, total))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -64,6 +65,7 @@ class ProbeRun:
 # -- identity and cache ---------------------------------------------------------------------------
 
 
+@functools.cache  # the CPU does not change under a running process
 def _cpuinfo() -> tuple[str, str]:
     """(model name, flags) of the first CPU in /proc/cpuinfo; ("", "") where there is none."""
     name = flags = ""
@@ -80,6 +82,7 @@ def _cpuinfo() -> tuple[str, str]:
     return name or platform.processor() or platform.machine(), flags
 
 
+@functools.cache  # the libraries loaded here are the ones probed, even if rebuilt meanwhile
 def _llama_build() -> str:
     """llama-cpp-python's version and a fingerprint of its shared libraries (a rebuild changes it)."""
     try:

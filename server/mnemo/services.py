@@ -7,7 +7,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mnemo.config import ConfigProblem, Settings, load_settings
 from mnemo.embeddings import build_embedder
@@ -75,6 +75,20 @@ class Services:
         workspace's own :attr:`memory`."""
         return self.memory if self._shared is None else self._shared
 
+    def status(self) -> dict[str, Any]:
+        """The index status plus ``chatModel``: which chat model answers (auto probes loopback, cached;
+        nothing is loaded). A status answer never fails for the chat model's sake."""
+        from mnemo.agent.providers.factory import describe
+        from mnemo.embeddings.base import default_cache_dir
+
+        result = dict(self.memory.status())
+        try:
+            result["chatModel"] = describe(self.settings.agent, default_cache_dir(None) / "models").as_dict()
+        except Exception as exc:
+            log.warning("chat model description failed: %s", exc)
+            result["chatModel"] = None
+        return result
+
     @property
     def agent(self) -> Agent:
         """The chat agent ([agent] settings), built on first use; its model loads on its first turn.
@@ -124,8 +138,7 @@ def audit_log_for(root: Path, settings: Settings) -> AuditLog:
     in the user data folder (``$XDG_DATA_HOME/mnemo/audit.key``)."""
     from mnemo.policy.audit import AuditLog
 
-    folder = Path(settings.index.dir)
-    return AuditLog((folder if folder.is_absolute() else root / folder) / "audit.jsonl")
+    return AuditLog(root / settings.index.dir / "audit.jsonl")  # an absolute index.dir replaces root
 
 
 def build_tool_gate(
@@ -158,11 +171,10 @@ def choose_embedding_provider(workspace: Workspace, settings: Settings) -> Liter
     re-embeds for a changed guess); for a new index, USE-m3 when the notes are mostly CJK and it is
     installed, else the bundled MiniLM."""
     from mnemo.index.indexer import INDEX_FILE
-    from mnemo.index.opening import read_identity
+    from mnemo.index.opening import peek_identity
     from mnemo.workspace.language import script_share
 
-    folder = Path(settings.index.dir)
-    built = read_identity((folder if folder.is_absolute() else workspace.root / folder) / INDEX_FILE)
+    built = peek_identity(workspace.root / settings.index.dir / INDEX_FILE)
     if built is not None and built.provider in ("local", "use-m3"):
         return "use-m3" if built.provider == "use-m3" else "local"
     if built is None and script_share(workspace).cjk_share >= CJK_WORKSPACE_SHARE:

@@ -6,11 +6,14 @@ import shutil
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from tests.fake_chat_endpoint import agent_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "workspace-template"
@@ -32,6 +35,15 @@ async def start_client(client: LanguageClient, ws: Path, profile: str) -> None:
         workspace_folders=[types.WorkspaceFolder(uri=ws.as_uri(), name="ws")],
     )
     await client.initialize_session(params)
+
+
+async def start_with_agent(client: LanguageClient, tmp: Path, url: str, **agent: Any) -> Path:
+    """A keyword-only workspace whose ``[agent]`` talks to the endpoint at ``url``, opened by VS Code."""
+    ws = make_workspace(tmp, "none")
+    with (ws / "mnemo.toml").open("a", encoding="utf-8") as f:
+        f.write(agent_toml(url, **agent))
+    await start_client(client, ws, "visual-studio-code")
+    return ws
 
 
 async def wait_ready(client: LanguageClient, timeout: float = 120) -> dict:

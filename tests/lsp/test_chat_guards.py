@@ -14,8 +14,8 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
-from tests.fake_chat_endpoint import Endpoint, agent_toml, chat_endpoint
-from tests.lsp.conftest import make_workspace, server_config, start_client, wait_ready
+from tests.fake_chat_endpoint import Endpoint, chat_endpoint
+from tests.lsp.conftest import server_config, start_with_agent, wait_ready
 
 WRONG = "The billing service uses CockroachDB for everything."
 FACT = "Remember this: the deploy runs on Fridays after the release review."
@@ -40,11 +40,8 @@ def endpoint() -> Iterator[Endpoint]:
 async def client(
     lsp_client: LanguageClient, tmp_path: Path, endpoint: Endpoint
 ) -> AsyncIterator[LanguageClient]:
-    ws = make_workspace(tmp_path, "none")
-    with (ws / "mnemo.toml").open("a", encoding="utf-8") as f:
-        f.write(agent_toml(endpoint.url))
+    ws = await start_with_agent(lsp_client, tmp_path, endpoint.url)
     lsp_client.ws = ws  # type: ignore[attr-defined]
-    await start_client(lsp_client, ws, "visual-studio-code")
     yield lsp_client
     await lsp_client.shutdown_session()
 

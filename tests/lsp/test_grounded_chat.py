@@ -15,8 +15,8 @@ import pytest_lsp
 from pytest_lsp import LanguageClient
 
 from mnemo.agent.grounding import NO_MEMORY
-from tests.fake_chat_endpoint import Endpoint, agent_toml, chat_endpoint
-from tests.lsp.conftest import make_workspace, server_config, start_client, wait_ready
+from tests.fake_chat_endpoint import Endpoint, chat_endpoint
+from tests.lsp.conftest import server_config, start_with_agent, wait_ready
 
 UNCITED = "The staging deploy failed because the migration ran before the config was loaded."
 CITED = "Run migrations after config.load() [memory/2026-11-02.md#L9-L10]."
@@ -40,10 +40,7 @@ def endpoint() -> Iterator[Endpoint]:
 async def client(
     lsp_client: LanguageClient, tmp_path: Path, endpoint: Endpoint
 ) -> AsyncIterator[LanguageClient]:
-    ws = make_workspace(tmp_path, "none")
-    with (ws / "mnemo.toml").open("a", encoding="utf-8") as f:
-        f.write(agent_toml(endpoint.url, grounding="strict"))
-    await start_client(lsp_client, ws, "visual-studio-code")
+    await start_with_agent(lsp_client, tmp_path, endpoint.url, grounding="strict")
     yield lsp_client
     await lsp_client.shutdown_session()
 

@@ -136,61 +136,59 @@ def test_serve_exits_when_its_editor_is_killed(stalled: tuple[Path, socket.socke
             conn.close()
 
 
-def _serve(tmp_path: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+@contextlib.contextmanager
+def _serving(
+    tmp_path: Path, ws: Path, listener: socket.socket, client_pid: int
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`mnemo serve` initialized for ``client_pid``, its indexing stuck in the long job; killed after."""
+    serve = subprocess.Popen(
         [sys.executable, "-m", "mnemo", "serve"],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=(tmp_path / "serve.log").open("wb"),
         start_new_session=True,
     )
+    conn = None
+    try:
+        assert serve.stdin is not None
+        serve.stdin.write(handshake(ws, client_pid))
+        serve.stdin.flush()
+        conn = busy(listener)
+        yield serve
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(serve.pid, signal.SIGKILL)
+        if conn is not None:
+            conn.close()
+        if serve.stdin is not None:
+            serve.stdin.close()
 
 
 def test_serve_exits_when_stdin_closes_during_a_long_job(
     stalled: tuple[Path, socket.socket], tmp_path: Path
 ) -> None:
     ws, listener = stalled
-    serve = _serve(tmp_path)
-    conn = None
-    try:
+    with _serving(tmp_path, ws, listener, os.getpid()) as serve:
         assert serve.stdin is not None
-        serve.stdin.write(handshake(ws, os.getpid()))
-        serve.stdin.flush()
-        conn = busy(listener)
         started = time.monotonic()
         serve.stdin.close()  # the editor closed the pipe (or quit without shutdown/exit)
         serve.wait(EXIT_WITHIN_S)
         assert time.monotonic() - started < EXIT_WITHIN_S
         assert group_members(serve.pid) == []
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(serve.pid, signal.SIGKILL)
-        if conn is not None:
-            conn.close()
 
 
 def test_serve_exits_on_shutdown_and_exit_during_a_long_job(
     stalled: tuple[Path, socket.socket], tmp_path: Path
 ) -> None:
     ws, listener = stalled
-    serve = _serve(tmp_path)
-    conn = None
-    try:
+    with _serving(tmp_path, ws, listener, os.getpid()) as serve:
         assert serve.stdin is not None
-        serve.stdin.write(handshake(ws, os.getpid()))
-        serve.stdin.flush()
-        conn = busy(listener)
         serve.stdin.write(
             frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
             + frame({"jsonrpc": "2.0", "method": "exit"})
         )
         serve.stdin.flush()  # stdin stays open: the exit notification alone must end the process
         assert serve.wait(EXIT_WITHIN_S) == 0
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(serve.pid, signal.SIGKILL)
-        if conn is not None:
-            conn.close()
 
 
 def test_serve_exits_when_the_client_process_named_in_initialize_dies(
@@ -199,21 +197,10 @@ def test_serve_exits_when_the_client_process_named_in_initialize_dies(
     """A client that is not the direct parent (started through a wrapper): its processId is watched."""
     ws, listener = stalled
     client = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    serve = _serve(tmp_path)
-    conn = None
     try:
-        assert serve.stdin is not None
-        serve.stdin.write(handshake(ws, client.pid))
-        serve.stdin.flush()
-        conn = busy(listener)
-        client.kill()
-        client.wait(10)
-        serve.wait(EXIT_WITHIN_S)
+        with _serving(tmp_path, ws, listener, client.pid) as serve:
+            client.kill()
+            client.wait(10)
+            serve.wait(EXIT_WITHIN_S)
     finally:
         client.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(serve.pid, signal.SIGKILL)
-        if conn is not None:
-            conn.close()
-        if serve.stdin is not None:
-            serve.stdin.close()

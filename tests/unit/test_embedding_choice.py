@@ -66,3 +66,23 @@ def test_build_services_resolves_auto_and_status_says_which(make_workspace) -> N
         assert services.memory.embedder.provider == "local"
     finally:
         services.close()
+
+
+def test_choosing_reads_the_index_identity_without_opening_it_for_writing(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+
+    from mnemo.index.opening import peek_identity, read_identity
+
+    root, _ = _workspace(make_workspace, ENGLISH)
+    (root / "mnemo.toml").write_text('[embedding]\nprovider = "none"\n', encoding="utf-8")
+    services = build_services(root)
+    try:
+        services.memory.sync()
+        path = services.memory.indexer.path
+    finally:
+        services.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert peek_identity(path) == read_identity(path)
+    assert peek_identity(path).provider == "none"  # type: ignore[union-attr]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before  # nothing written, nothing repaired
+    assert peek_identity(path.with_name("missing.duckdb")) is None

@@ -82,3 +82,12 @@ def test_a_duplicate_chunk_is_removed_without_its_leading_headings() -> None:
     assert duplicate_body_lines(text, 4, 5) == (4, 5)
     first, last = duplicate_body_lines("# Only\n\n## Headings\n", 1, 3)
     assert first > last  # nothing but headings: nothing to remove
+
+
+def test_the_duplicate_removal_edit_keeps_headings_and_is_none_for_headings_only() -> None:
+    from mnemo.memory_edits import duplicate_removal_edit
+
+    text = "# Billing\n\n## Decisions\n- PostgreSQL.\n"
+    edit = duplicate_removal_edit("memory/billing.md", text, 1, 4)
+    assert edit is not None and edit.start == (3, 0) and edit.new_text == ""
+    assert duplicate_removal_edit("memory/h.md", "# Only\n\n## Headings\n", 1, 3) is None

@@ -161,3 +161,13 @@ def test_index_of_another_model_is_read_not_written(  # type: ignore[no-untyped-
         assert memory.status()["notes"] == []
     finally:
         memory.close()
+
+
+def test_an_unknown_source_is_an_error_on_every_front(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
+    from mnemo.limits import InvalidInput
+
+    s = services_factory(sample_workspace)
+    s.memory.sync()
+    with pytest.raises(InvalidInput, match="sources"):
+        s.memory.search("billing", sources=["notes"])  # the gateway and the agent reach this, not only LSP
+    assert s.memory.search("billing", sources=["memory"]).results

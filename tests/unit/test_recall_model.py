@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from datetime import date
 
 import pytest
+from tests.conftest import local_model_services
 
-from mnemo.services import Services, build_services
+from mnemo.services import Services
 
 TODAY = date(2026, 11, 30)
 NOTES = {
@@ -35,12 +36,8 @@ NOTES = {
 
 
 @pytest.fixture(scope="module")
-def hybrid(tmp_path_factory: pytest.TempPathFactory, write_tree) -> Iterator[Services]:  # type: ignore[no-untyped-def]
-    pytest.importorskip("llama_cpp")
-    root = tmp_path_factory.mktemp("recall-model-ws")
-    write_tree(root, NOTES)
-    s = build_services(root, provider="local")
-    s.memory.sync()
+def hybrid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    s = local_model_services(tmp_path_factory.mktemp("recall-model-ws"), NOTES)
     yield s
     s.close()
 

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from tests.conftest import local_model_services
 
 from mnemo.services import Services, build_services
 from mnemo.text.terms import index_terms, query_terms
@@ -133,12 +134,8 @@ MODEL_NOTES = {
 
 
 @pytest.fixture(scope="module")
-def hybrid(tmp_path_factory: pytest.TempPathFactory, write_tree) -> Iterator[Services]:  # type: ignore[no-untyped-def]
-    pytest.importorskip("llama_cpp")
-    root = tmp_path_factory.mktemp("model-ws")
-    write_tree(root, MODEL_NOTES)
-    s = build_services(root, provider="local")
-    s.memory.sync()
+def hybrid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    s = local_model_services(tmp_path_factory.mktemp("model-ws"), MODEL_NOTES)
     yield s
     s.close()
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
+from mnemo.text.terms import CJK_CHARS
 from mnemo.workspace.layout import MEMORY_FILES
 
 from .tools import MemoryAccess
@@ -68,9 +69,8 @@ _CONFIRM_RE = re.compile(
     re.I,
 )
 _COMMENT_RE = re.compile(r"<!--.*?-->")
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_WORD_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
-_CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
+_WORD_RE = re.compile(rf"[{CJK_CHARS}]+|[^\W_{CJK_CHARS}]+")
+_CJK_RUN_RE = re.compile(rf"[{CJK_CHARS}]+")
 _BULLET_RE = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 _ECHO_RE = re.compile(r"^\((?:user|assistant|thought|tool_result), importance [\d.]+\)\s*")
 _COMPLETE_END = tuple(".!?。！？)]\"'`”’）")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from mnemo.citations import parse_citation
@@ -63,6 +63,12 @@ class MemoryLine:
     text: str
     rank: int
     """The recalled hit's place in recall (0: the top one)."""
+    words: frozenset[str] = field(default=frozenset(), compare=False)
+    """:func:`content_words` of ``text``, computed once (every check of a turn reads them)."""
+
+    def __post_init__(self) -> None:
+        if not self.words:
+            object.__setattr__(self, "words", frozenset(content_words(self.text)))
 
     @property
     def citation(self) -> str:
@@ -111,23 +117,32 @@ class Grounder:
         self.memory = memory
         self.session_path = session_path
         """The current session's transcript: its lines are this conversation, not memory."""
+        self._read: dict[tuple[str, int, int], list[MemoryLine]] = {}
+        """Lines per recalled hit: a turn's two checks read each file once."""
 
     def lines(self, hits: list[dict[str, Any]]) -> list[MemoryLine]:
         """Every non-blank, non-heading line of the recalled hits, in recall order, numbered as in the file."""
         out: list[MemoryLine] = []
         for rank, hit in enumerate(h for h in hits if h["path"] != self.session_path):
-            start, end = int(hit["startLine"]), int(hit["endLine"])
-            try:
-                text = str(self.memory.get(hit["path"], start, end - start + 1)["text"])
-            except (MnemoError, WorkspacePathError, InvalidInput, OSError, KeyError) as exc:
-                log.debug("grounding reads %s from its snippet: %s", hit["citation"], exc)
-                text = str(hit.get("snippet", "")).rstrip("…")
-            for i, line in enumerate(text.splitlines()):
-                clean = line.strip()
-                if clean.startswith(("user:", "assistant:")) and hit["path"].startswith("sessions/"):
-                    continue  # a question someone asked, or a model's unconfirmed answer, is not a fact
-                if clean and not clean.startswith("#"):
-                    out.append(MemoryLine(hit["path"], start + i, clean, rank))
+            key = (str(hit["path"]), int(hit["startLine"]), int(hit["endLine"]))
+            if key not in self._read:
+                self._read[key] = self._hit_lines(hit, *key)
+            out.extend(replace(line, rank=rank) for line in self._read[key])
+        return out
+
+    def _hit_lines(self, hit: dict[str, Any], path: str, start: int, end: int) -> list[MemoryLine]:
+        try:
+            text = str(self.memory.get(path, start, end - start + 1)["text"])
+        except (MnemoError, WorkspacePathError, InvalidInput, OSError, KeyError) as exc:
+            log.debug("grounding reads %s from its snippet: %s", hit["citation"], exc)
+            text = str(hit.get("snippet", "")).rstrip("…")
+        out: list[MemoryLine] = []
+        for i, line in enumerate(text.splitlines()):
+            clean = line.strip()
+            if clean.startswith(("user:", "assistant:")) and path.startswith("sessions/"):
+                continue  # a question someone asked, or a model's unconfirmed answer, is not a fact
+            if clean and not clean.startswith("#"):
+                out.append(MemoryLine(path, start + i, clean, 0))
         return out
 
     def best_for_question(self, question: str, lines: list[MemoryLine]) -> MemoryLine | None:
@@ -136,13 +151,13 @@ class Grounder:
         "region" for "which cloud region hosts the analytics warehouse", is a coincidence)."""
         words = content_words(question)
         need = max(1, math.ceil(QUESTION_SUPPORT * len(words) - 1e-9))
-        scored = [(len(words & content_words(line.text)), line) for line in lines]
+        scored = [(len(words & line.words), line) for line in lines]
         supported = [(n, line) for n, line in scored if n >= need]
         if not supported:
             return None
         top = min(line.rank for _n, line in supported)
         shared, best = max((p for p in supported if p[1].rank == top), key=lambda p: p[0])
-        if shared < 2 and any(self._unknown(w) for w in words - content_words(best.text)):
+        if shared < 2 and any(self._unknown(w) for w in words - best.words):
             return None  # one shared word ("name"), and what the question is about is nowhere in memory
         return best
 
@@ -165,7 +180,7 @@ class Grounder:
         new = words - content_words(question)
         found: list[tuple[float, int, MemoryLine]] = []
         for line in lines:
-            theirs = content_words(line.text)
+            theirs = line.words
             shared = len(words & theirs)
             if shared < min(2, len(theirs)) or shared / max(1, len(words)) < SUPPORT:
                 continue

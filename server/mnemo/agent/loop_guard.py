@@ -21,14 +21,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from mnemo.text.terms import CJK_CHARS
+
 LOOP = "loop"
 MAX_PERIOD = 48
 MIN_SPAN = 24
 MIN_REPEATS = 3
 MIN_SENTENCE_TOKENS = 4
 _WINDOW_CHARS = 1_500  # only the tail of the reply is searched for a periodic repeat (~150+ tokens)
-_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_TOKEN_RE = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
+_TOKEN_RE = re.compile(rf"[{CJK_CHARS}]|[^\W{CJK_CHARS}]+|[^\w\s]")
 _SENTENCE_END_RE = re.compile(r"[.!?]+(?=\s)|[。！？]+|\n+")
 
 
@@ -120,11 +121,9 @@ class LoopGuard:
     generation (the provider's generator is closed, as on cancel).
     """
 
-    def __init__(self, stream: DeltaStream, *, check_every: int = 1) -> None:
+    def __init__(self, stream: DeltaStream) -> None:
         self._stream = stream
         self._text = ""
-        self._since_check = 0
-        self._check_every = max(1, check_every)
         self._sentences = SentenceRepeats()
         self.loop: Loop | None = None
         self._finish = ""
@@ -135,14 +134,10 @@ class LoopGuard:
             for delta in source:
                 self._text += delta
                 yield delta
-                self._since_check += 1
-                if self._since_check >= self._check_every:
-                    self._since_check = 0
-                    text = self._text
-                    self.loop = self._sentences.feed(text) or periodic_tail(text)
-                    if self.loop is not None:
-                        self._finish = LOOP
-                        return
+                self.loop = self._sentences.feed(self._text) or periodic_tail(self._text)
+                if self.loop is not None:
+                    self._finish = LOOP
+                    return
         finally:
             close = getattr(source, "close", None)
             if close is not None:

@@ -2,7 +2,7 @@
 
 The table sits next to ``files`` and is created ``IF NOT EXISTS`` on every open, so an index built by an
 older version keeps its schema and identity (no rebuild). A file's row is written with its chunks; a
-file indexed before this table existed gets its row on the next sync (:func:`missing`), and a salvage
+file indexed before this table existed gets its row on the next sync (:func:`known`), and a salvage
 that drops the table is refilled the same way. Rows are a cache of the Markdown, like the chunks.
 
 Front matter read (:mod:`mnemo.markdown.frontmatter`): ``tags`` (or ``tag``) as a YAML list, an inline

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -190,6 +190,9 @@ class Indexer:
                 progress(step.total - step.pending, step.total, "embedding")
             if step.filled == 0:
                 break  # nothing could be written (cancelled, or the batch vanished): do not spin
+        self._count_pending(report)
+
+    def _count_pending(self, report: SyncReport) -> None:
         store = self.writable_store()
         if store is not None:
             embedded, total = pending.vector_counts(store.con)
@@ -228,6 +231,20 @@ class Indexer:
                 log.error("index %s could not be repaired: %s", self.path, exc)
             self.open()
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[tuple[ChunkStore, duckdb.DuckDBPyConnection] | None]:
+        """(store, reader cursor) on the current generation, held against a swap; None with no index."""
+        with self.swap_lock:
+            store = self.store
+            if store is None:
+                yield None
+                return
+            con = store.reader()
+            try:
+                yield store, con
+            finally:
+                con.close()
+
     def close(self) -> None:
         with self.swap_lock:
             if self.store is not None:
@@ -264,10 +281,7 @@ class Indexer:
         if vectors == "now":
             self.embed_pending(report, progress, cancel)
         else:
-            store = self.writable_store()
-            if store is not None:
-                embedded, total = pending.vector_counts(store.con)
-                report.chunks_pending = total - embedded
+            self._count_pending(report)
         report.seconds = time.perf_counter() - started
         return report
 

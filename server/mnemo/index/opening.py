@@ -101,6 +101,24 @@ def _try_salvage(path: Path, reason: str) -> bool:
         return False
 
 
+def peek_identity(path: Path) -> IndexIdentity | None:
+    """The identity recorded in an index file, read-only and without the vector extension: nothing is
+    repaired, replayed or written, so it is safe before the index is opened for real. None when
+    missing, unreadable, incomplete, of another schema, or held by another process."""
+    if not path.exists():
+        return None
+    try:
+        con = connect(path, read_only=True, vss=False)
+    except (duckdb.Error, OSError):
+        return None
+    try:
+        return identity_from(dict(con.execute("SELECT key, value FROM meta").fetchall()))
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
+
+
 def read_identity(path: Path) -> IndexIdentity | None:
     """The identity stored in an existing index, or None when missing, corrupt or of another schema."""
     found = connect_identity(path)
@@ -115,12 +133,3 @@ def open_existing(path: Path) -> ChunkStore | None:
     The caller compares ``identity`` with what it wants: reads never rebuild."""
     found = connect_identity(path)
     return None if found is None else ChunkStore(path, *found)
-
-
-def open_compatible(path: Path, wanted: IndexIdentity) -> ChunkStore | None:
-    """The existing index when it was built with ``wanted``, else None."""
-    store = open_existing(path)
-    if store is not None and store.identity != wanted:
-        store.close()
-        return None
-    return store

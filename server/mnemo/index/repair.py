@@ -67,12 +67,9 @@ def read_rows(path: Path) -> SavedRows | None:
     is), or None when even that fails. Raises ``duckdb.IOException`` when another process holds the file."""
     try:
         con = connect(path, read_only=True, vss=False)
-    except duckdb.IOException as exc:
+    except duckdb.Error as exc:
         if is_lock_error(exc):
             raise
-        log.warning("index %s cannot be read for repair: %s", path, exc)
-        return None
-    except duckdb.Error as exc:
         log.warning("index %s cannot be read for repair: %s", path, exc)
         return None
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,10 @@ class GetParams:
         raw = to_plain(params) or {}
         if not isinstance(raw, dict):
             raise _invalid("params must be an object")
+        if "from" not in raw:  # pygls's namedtuples (rename=True) turn the keyword into ``_N``, its position
+            renamed = [key for key in raw if re.fullmatch(r"_\d+", key)]
+            if len(renamed) == 1:
+                raw["from"] = raw.pop(renamed[0])
         from_line = _get(raw, "from", int)
         lines = _get(raw, "lines", int)
         if from_line is not None and from_line < 1:

@@ -69,10 +69,9 @@ def code_actions(ls: MnemoLanguageServer, params: types.CodeActionParams) -> lis
         data = _duplicate_data(d)
         if data is None:
             continue
-        body = memory_edits.duplicate_body_lines(text, int(data["startLine"]), int(data["endLine"]))
-        if body[0] > body[1]:
+        edit = memory_edits.duplicate_removal_edit(rel, text, int(data["startLine"]), int(data["endLine"]))
+        if edit is None:
             continue
-        edit = memory_edits.delete_lines_edit(rel, text, *body)
         where = f"{data['otherPath']}#L{data['otherStartLine']}-L{data['otherEndLine']}"
         actions.append(
             types.CodeAction(

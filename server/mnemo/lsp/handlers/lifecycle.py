@@ -146,7 +146,7 @@ def register(server: MnemoLanguageServer) -> None:
 
     @server.feature(protocol.STATUS)
     async def status(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(_status_with_chat_model, ls)
+        return await asyncio.to_thread(ls.core.status)
 
     @server.command(protocol.CMD_REINDEX)
     async def reindex(ls: MnemoLanguageServer, *args: Any) -> dict[str, Any]:
@@ -157,17 +157,3 @@ def register(server: MnemoLanguageServer) -> None:
         ls.index_task = asyncio.create_task(index_in_background(ls, full=full))
         await ls.index_task
         return await asyncio.to_thread(ls.core.memory.status)
-
-
-def _status_with_chat_model(ls: MnemoLanguageServer) -> dict[str, Any]:
-    """The index status plus ``chatModel``: which chat model answers (auto probes loopback, cached)."""
-    from mnemo.agent.providers.factory import describe
-    from mnemo.embeddings.base import default_cache_dir
-
-    result = dict(ls.core.memory.status())
-    try:
-        result["chatModel"] = describe(ls.core.settings.agent, default_cache_dir(None) / "models").as_dict()
-    except Exception as exc:  # a status answer never fails for the chat model's sake
-        log.warning("chat model description failed: %s", exc)
-        result["chatModel"] = None
-    return result
