@@ -209,11 +209,11 @@ def test_the_model_process_passes_the_penalties_to_llama_cpp() -> None:
 
 
 def test_lsp_status_says_which_chat_model_answers(endpoint: Endpoint) -> None:
-    from mnemo.lsp.handlers.lifecycle import _status_with_chat_model
+    from mnemo.services import Services  # what the mnemo/status handler calls
 
     settings = SimpleNamespace(agent=AgentSettings(auto_ports=[port_of(endpoint.url)]))
     core = SimpleNamespace(memory=SimpleNamespace(status=lambda: {"state": "ready"}), settings=settings)
-    result = _status_with_chat_model(SimpleNamespace(core=core))  # type: ignore[arg-type]
+    result = Services.status(core)  # type: ignore[arg-type]
     assert result["state"] == "ready"
     assert result["chatModel"]["kind"] == "server" and result["chatModel"]["model"] == "scripted"
     assert result["chatModel"]["line"].startswith("chat model: scripted (")
