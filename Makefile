@@ -47,7 +47,7 @@ $(STAMP): pyproject.toml Makefile
 run: install
 	@[ -d $(DEMO) ] || $(BIN)/mnemo init $(DEMO)
 	$(BIN)/mnemo index --workspace $(DEMO)
-	$(BIN)/python -m mnemo.lsp.demo --workspace $(DEMO) "$(QUERY)"
+	$(BIN)/python clients/demo/mnemo_demo.py --workspace $(DEMO) "$(QUERY)"
 	@echo
 	@echo "Next:"
 	@echo "  CLI:     $(BIN)/mnemo search --workspace $(DEMO) --explain \"your question\""
@@ -65,8 +65,8 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not model"
 
 lint: install
-	$(BIN)/ruff check server tests benchmarks
-	$(BIN)/ruff format --check server tests benchmarks
+	$(BIN)/ruff check server tests benchmarks clients/demo
+	$(BIN)/ruff format --check server tests benchmarks clients/demo
 	$(BIN)/mypy
 
 bench: install

@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import git
 
+    from mnemo.editor.vcs import MemoryRepo
     from mnemo.services import build_services
-    from mnemo.vcs import MemoryRepo
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

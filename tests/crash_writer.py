@@ -140,7 +140,7 @@ def old_open_fails(index: Path, scratch: Path) -> bool:
 
 def crash_round(root: Path, rng: random.Random, round_no: int, *, max_delay_s: float = 2.5) -> RoundResult:
     from mnemo.config import load_settings
-    from mnemo.memory_service import MemoryService
+    from mnemo.memory.service import MemoryService
     from mnemo.workspace.layout import Workspace
     from tests.conftest import check_consistent, markdown_hashes
 
@@ -188,7 +188,7 @@ def crash_round(root: Path, rng: random.Random, round_no: int, *, max_delay_s: f
 
 def _write_forever(root: Path, mode: str) -> None:
     from mnemo.config import load_settings
-    from mnemo.memory_service import MemoryService
+    from mnemo.memory.service import MemoryService
     from mnemo.workspace.layout import Workspace
 
     print("started", flush=True)  # imports done: the kill delay counts from here, whatever the load

@@ -2,7 +2,7 @@
 imports a front or the composition root, the fronts stay apart, and no mnemo module is in an import circle.
 
 Layers (docs/architecture.md):
-- fronts: ``mnemo.lsp``, ``mnemo.gateway``, ``mnemo.cli`` and every ``mnemo.cli_*``, ``mnemo.__main__``;
+- fronts: the packages ``mnemo.lsp``, ``mnemo.gateway``, ``mnemo.cli`` and ``mnemo.__main__``;
 - the composition root and what reads every front's settings: :data:`ROOT`;
 - the core: every other package and module of ``mnemo`` (found on disk, so a new one is covered).
 """
@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "server" / "mnemo"
 LSP_LIBRARIES = {"pygls", "lsprotocol"}
 FRONTS = ("mnemo.lsp", "mnemo.gateway", "mnemo.cli", "mnemo.__main__")
 """Front packages and modules; ``mnemo.cli_*`` modules are fronts too (:func:`is_front`)."""
-ROOT = ("mnemo.services", "mnemo.security_audit", "mnemo.security_checks")
+ROOT = ("mnemo.services", "mnemo.security")
 """The composition root, and the security audit, which reads every front's settings (the gateway's too)."""
 
 
@@ -35,7 +35,7 @@ def _within(module: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def is_front(module: str) -> bool:
-    return _within(module, FRONTS) or module.startswith("mnemo.cli_")
+    return _within(module, FRONTS)
 
 
 def is_root(module: str) -> bool:
@@ -200,10 +200,11 @@ def test_imports_resolver() -> None:
 
 def test_layers_cover_every_module() -> None:
     units = core_units()
-    for expected in ("mnemo.agent", "mnemo.memory_service", "mnemo.index_sharing", "mnemo.policy"):
+    for expected in ("mnemo.agent", "mnemo.memory", "mnemo.editor", "mnemo.index", "mnemo.policy", "mnemo.config"):
         assert expected in units
-    assert is_front("mnemo.cli_chat") and is_front("mnemo.cli") and is_front("mnemo.gateway.rpc")
-    assert not is_front("mnemo.citations") and not is_front("mnemo.client")  # prefixes, not substrings
+    assert "mnemo.security" not in units and "mnemo.cli" not in units
+    assert is_front("mnemo.cli.chat") and is_front("mnemo.cli.main") and is_front("mnemo.gateway.rpc")
+    assert not is_front("mnemo.memory.citations") and not is_front("mnemo.client") and not is_front("mnemo.clients")  # prefixes, not substrings
     for name in ROOT:
         assert name in _modules(), f"{name} is listed in ROOT but does not exist"
 
@@ -239,7 +240,7 @@ def test_fronts_stay_apart(front: str, others: tuple[str, ...]) -> None:
     offenders = {}
     for name, path in _modules().items():
         if _within(name, (front,)):
-            bad = sorted(m for m in imports(path) if _within(m, others) or m.startswith("mnemo.cli"))
+            bad = sorted(m for m in imports(path) if _within(m, (*others, "mnemo.cli")))
             if bad:
                 offenders[name] = bad
     assert offenders == {}

@@ -17,7 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PROTOCOL_PY = REPO / "server" / "mnemo" / "lsp" / "protocol.py"
 HANDLERS = REPO / "server" / "mnemo" / "lsp" / "handlers"
-MEMORY_SERVICE = REPO / "server" / "mnemo" / "memory_service.py"
+MEMORY_SERVICE = REPO / "server" / "mnemo" / "memory" / "service.py"
 PROTOCOL_TS = REPO / "clients" / "vscode" / "src" / "protocol.ts"
 PROTOCOL_LUA = REPO / "clients" / "neovim" / "lua" / "mnemo" / "protocol.lua"
 DOCS = REPO / "docs" / "protocol.md"

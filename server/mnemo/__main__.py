@@ -1,3 +1,3 @@
-from mnemo.cli import main
+from mnemo.cli.main import main
 
 raise SystemExit(main())

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mnemo.config import ConfigProblem, Settings, load_settings
 from mnemo.embeddings import build_embedder
-from mnemo.memory_service import MemoryService
+from mnemo.memory.service import MemoryService
 from mnemo.workspace.layout import Workspace
 
 if TYPE_CHECKING:  # built on first use: `mnemo index` and `mnemo search` never import them
     from mnemo.agent import Agent
     from mnemo.agent.tools import MemoryAccess
-    from mnemo.editor_service import EditorService
-    from mnemo.index_sharing import SharedMemory
+    from mnemo.editor.service import EditorService
+    from mnemo.memory.sharing import SharedMemory
     from mnemo.policy.approvals import ApprovalQueue, Approver
     from mnemo.policy.audit import AuditLog
     from mnemo.policy.gate import ToolGate
@@ -56,11 +56,11 @@ class Services:
 
     def share_index(self, role: str) -> SharedMemory:
         """Join the workspace's one-writer arrangement as ``role`` (editor or gateway; see
-        :mod:`mnemo.index_sharing`); call ``start()`` on the result. Released by :meth:`close`.
+        :mod:`mnemo.memory.sharing`); call ``start()`` on the result. Released by :meth:`close`.
 
         From then on :attr:`process_memory` (and the agent) search through it: in a process that is not
         the index writer, the writer answers. Call it before the agent is built."""
-        from mnemo.index_sharing import SharedMemory
+        from mnemo.memory.sharing import SharedMemory
 
         if self._shared is None:
             with self._gate_lock:
@@ -115,7 +115,7 @@ class Services:
     def editor(self) -> EditorService:
         """Hover insights, hygiene diagnostics, memory edits and Git for the editor (built on first use)."""
         if self._editor is None:
-            from mnemo.editor_service import EditorService
+            from mnemo.editor.service import EditorService
 
             self._editor = EditorService(self.memory, self.settings)
         return self._editor

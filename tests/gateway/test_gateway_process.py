@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from mnemo.agent.providers.model_file import installed_default
-from mnemo.index_sharing import SharedMemory
+from mnemo.memory.sharing import SharedMemory
 from mnemo.services import build_services
 
 from .conftest import TOKEN, login

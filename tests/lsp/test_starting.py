@@ -34,7 +34,7 @@ def held(root, *args, **kwargs):
     return real(root, *args, **kwargs)
 services.build_services = held
 sys.argv = ["mnemo", "serve"]
-from mnemo.cli import main
+from mnemo.cli.main import main
 raise SystemExit(main())
 """
 ANSWER_S = 10.0

@@ -24,20 +24,20 @@ LATER = (
     "llama_cpp",
     "git",
     "mnemo.services",
-    "mnemo.memory_service",
+    "mnemo.memory.service",
     "mnemo.embeddings",
     "mnemo.agent",
     "mnemo.policy",
     "mnemo.secrets",
     "mnemo.index",
-    "mnemo.security_audit",
+    "mnemo.security.audit",
 )
 """Modules (and their submodules) that must not be loaded when ``initialize`` is answered."""
 
 SCRIPT = """
 import json, sys
 from pathlib import Path
-from mnemo.cli import build_parser
+from mnemo.cli.main import build_parser
 args = build_parser().parse_args(["serve", "--workspace", sys.argv[1]])  # what `mnemo serve` parses
 from mnemo.lsp.setup import create_server
 from lsprotocol import types

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.insights import LineInsight
-from mnemo.vcs import BlameCache, MemoryRepo, UnsafeRepositoryError
-from mnemo.vcs_git import InertGit, executable_key
+from mnemo.editor.insights import LineInsight
+from mnemo.editor.vcs import BlameCache, MemoryRepo, UnsafeRepositoryError
+from mnemo.editor.vcs_git import InertGit, executable_key
 from mnemo.workspace.layout import Workspace
 
 CLEAN_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}

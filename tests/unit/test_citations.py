@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mnemo.citations import Citation, get_args, parse_citation
-from mnemo.limits import MAX_LINE, InvalidInput
+from mnemo.memory.citations import Citation, get_args, parse_citation
+from mnemo.memory.limits import MAX_LINE, InvalidInput
 
 
 @pytest.mark.parametrize(

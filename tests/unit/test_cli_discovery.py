@@ -14,7 +14,7 @@ from pathlib import Path
 
 SEVERAL = """
 import contextlib, io, json, sys
-from mnemo.cli import main
+from mnemo.cli.main import main
 out = []
 for argv in json.loads(sys.argv[1]):
     err, stdout = io.StringIO(), io.StringIO()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnemo import hygiene, memory_edits
+from mnemo.editor import hygiene, memory_edits
 
 SECRET = "ghp_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cD1fG3hJ5"
 
@@ -75,7 +75,7 @@ def test_file_problems_sorted_and_promote_and_delete_edits() -> None:
 
 
 def test_a_duplicate_chunk_is_removed_without_its_leading_headings() -> None:
-    from mnemo.memory_edits import duplicate_body_lines
+    from mnemo.editor.memory_edits import duplicate_body_lines
 
     text = "# Billing\n\n## Decisions\n- PostgreSQL.\n- Row-level security.\n\n## Other\n- kept\n"
     assert duplicate_body_lines(text, 1, 6) == (4, 6)
@@ -85,7 +85,7 @@ def test_a_duplicate_chunk_is_removed_without_its_leading_headings() -> None:
 
 
 def test_the_duplicate_removal_edit_keeps_headings_and_is_none_for_headings_only() -> None:
-    from mnemo.memory_edits import duplicate_removal_edit
+    from mnemo.editor.memory_edits import duplicate_removal_edit
 
     text = "# Billing\n\n## Decisions\n- PostgreSQL.\n"
     edit = duplicate_removal_edit("memory/billing.md", text, 1, 4)

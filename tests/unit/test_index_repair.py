@@ -19,7 +19,7 @@ from mnemo.errors import IndexUnavailable
 from mnemo.index import repair
 from mnemo.index.duck import connect
 from mnemo.index.indexer import INDEX_FILE
-from mnemo.memory_service import MemoryService
+from mnemo.memory.service import MemoryService
 from mnemo.workspace.layout import Workspace
 
 

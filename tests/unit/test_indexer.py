@@ -9,7 +9,7 @@ import pytest
 
 from mnemo.config import load_settings
 from mnemo.index import sources
-from mnemo.memory_service import MemoryService
+from mnemo.memory.service import MemoryService
 from mnemo.workspace.layout import Workspace
 
 NOTE = (

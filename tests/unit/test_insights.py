@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.config import SearchSettings
-from mnemo.insights import decay_today
+from mnemo.editor.insights import decay_today
 
 
 def test_insight_after_search_and_across_rebuild(sample_workspace: Path, services_factory: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from tests.unit.test_cli_discovery import run_several
 
-from mnemo.limits import MAX_LINE, InvalidInput, check_line_range, check_max_results, cut_query
+from mnemo.memory.limits import MAX_LINE, InvalidInput, check_line_range, check_max_results, cut_query
 
 NOTES = {
     "MEMORY.md": "# Memory\n\n- The billing service uses PostgreSQL.\n- Coffee: dark roast.\n",

@@ -89,7 +89,7 @@ def test_get_line_windows(make_workspace, services_factory) -> None:  # type: ig
     assert (window["from"], window["lines"], window["path"]) == (3, 4, "memory/ten.md")
     tail = s.memory.get("memory/ten.md", 9, 100)
     assert tail["text"] == "line 9\nline 10" and tail["lines"] == 2
-    from mnemo.limits import InvalidInput
+    from mnemo.memory.limits import InvalidInput
 
     with pytest.raises(InvalidInput):  # from is 1-based: 0 is an error, not silently line 1
         s.memory.get("memory/ten.md", 0, 1)
@@ -127,7 +127,7 @@ def test_index_of_another_model_is_read_not_written(  # type: ignore[no-untyped-
     says so in search and status, never writes to it; `replace="any"` rebuilds and applies the buffers."""
     from mnemo.config import load_settings
     from mnemo.embeddings import NoneEmbedder
-    from mnemo.memory_service import MemoryService
+    from mnemo.memory.service import MemoryService
     from mnemo.workspace.layout import Workspace
 
     def service(embedder):  # type: ignore[no-untyped-def]
@@ -164,7 +164,7 @@ def test_index_of_another_model_is_read_not_written(  # type: ignore[no-untyped-
 
 
 def test_an_unknown_source_is_an_error_on_every_front(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
-    from mnemo.limits import InvalidInput
+    from mnemo.memory.limits import InvalidInput
 
     s = services_factory(sample_workspace)
     s.memory.sync()

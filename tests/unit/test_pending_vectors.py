@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from tests.conftest import HashEmbedder
 
-from mnemo.cli import main
+from mnemo.cli.main import main
 from mnemo.config import load_settings
 from mnemo.index import pending
 from mnemo.index.duck import connect
-from mnemo.memory_service import MemoryService
+from mnemo.memory.service import MemoryService
 from mnemo.workspace.layout import Workspace
 
 GATE_TIMEOUT_S = 30.0

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
-from mnemo.limits import InvalidInput
+from mnemo.memory.limits import InvalidInput
 from mnemo.search.filters import check_filters
 from mnemo.search.hybrid import vector_literal, vector_query
 from mnemo.services import Services, build_services

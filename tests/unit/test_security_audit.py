@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from mnemo.cli import main
+from mnemo.cli.main import main
 from mnemo.config import load_settings
 from mnemo.policy import sandbox
 from mnemo.policy.audit import AuditLog
 from mnemo.policy.sandbox import SandboxResult
-from mnemo.security_audit import EXIT_CODES, AuditInputs, SecurityReport, security_audit
-from mnemo.security_checks import Finding, binary_risk, sandbox_probe
+from mnemo.security.audit import EXIT_CODES, AuditInputs, SecurityReport, security_audit
+from mnemo.security.checks import Finding, binary_risk, sandbox_probe
 
 SECRET = "ghp_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cD1fG3hJ5"
 STRONG = "a" * 20 + "0123456789abcdef0123"
@@ -228,7 +228,7 @@ def test_binary_risk_uses_the_policy_tables() -> None:
 def fake_sandbox(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The CLI's own probe, answered as a working bubblewrap would (machines without it exist)."""
     ok = SandboxResult(0, "", "", False, False, False, 0.01)
-    monkeypatch.setattr("mnemo.security_checks.run_sandboxed", lambda *a, **k: ok)
+    monkeypatch.setattr("mnemo.security.checks.run_sandboxed", lambda *a, **k: ok)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.delenv("MNEMO_GATEWAY_TOKEN", raising=False)

@@ -15,7 +15,7 @@ from mnemo.config import load_settings
 from mnemo.index.indexer import INDEX_FILE
 from mnemo.index.opening import read_identity
 from mnemo.index.store import ChunkStore, IndexIdentity
-from mnemo.memory_service import MemoryService
+from mnemo.memory.service import MemoryService
 from mnemo.workspace.layout import Workspace
 
 
@@ -234,7 +234,7 @@ def test_reads_never_rebuild_and_switching_back_costs_nothing(  # type: ignore[n
 ) -> None:
     """`mnemo search --provider none` over an index built with vectors searches it keyword-only with a
     note; `mnemo index --provider none` replaces it; going back to the first model re-embeds nothing."""
-    from mnemo.cli import main
+    from mnemo.cli.main import main
 
     built = _service(sample_workspace, hash_embedder())
     report = built.sync()

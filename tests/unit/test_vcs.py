@@ -7,7 +7,7 @@ from pathlib import Path
 import git
 import pytest
 
-from mnemo.vcs import BlameCache, MemoryRepo, SecretsInCommit, VcsError, describe, parse_porcelain
+from mnemo.editor.vcs import BlameCache, MemoryRepo, SecretsInCommit, VcsError, describe, parse_porcelain
 from mnemo.workspace.layout import Workspace
 
 SECRET = "ghp_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cD1fG3hJ5"

@@ -317,7 +317,7 @@ export interface SecurityFinding {
   fix: string;
   where: string;
 }
-/** `SecurityReport.as_dict()` in server/mnemo/security_audit.py; `exitCode` is what the CLI would exit with. */
+/** `SecurityReport.as_dict()` in server/mnemo/security/audit.py; `exitCode` is what the CLI would exit with. */
 export interface SecurityReport {
   workspace: string;
   worst: Severity | null;

@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from mnemo.citations import parse_citation
 from mnemo.errors import MnemoError
-from mnemo.limits import InvalidInput
+from mnemo.memory.citations import parse_citation
+from mnemo.memory.limits import InvalidInput
 from mnemo.text.terms import index_terms
 from mnemo.workspace.layout import WorkspacePathError
 

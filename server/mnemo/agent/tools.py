@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from mnemo.citations import get_args
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
-from mnemo.limits import InvalidInput
+from mnemo.memory.citations import get_args
+from mnemo.memory.limits import InvalidInput
 from mnemo.search.filters import check_filters
 from mnemo.workspace.layout import MEMORY_FILES, WorkspacePathError
 
@@ -40,8 +40,8 @@ class SearchResults(Protocol):
 
 
 class MemoryAccess(Protocol):
-    """What the agent needs of memory: :class:`mnemo.memory_service.MemoryService`, or
-    :class:`mnemo.index_sharing.SharedMemory` in a process that is not the index writer."""
+    """What the agent needs of memory: :class:`mnemo.memory.service.MemoryService`, or
+    :class:`mnemo.memory.sharing.SharedMemory` in a process that is not the index writer."""
 
     def search(
         self, query: str, *, max_results: int | None = None, record: bool = True, filters: Any = None

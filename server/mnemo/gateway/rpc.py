@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import WSMsgType, web
 
-from mnemo.citations import get_args
 from mnemo.errors import MnemoError
-from mnemo.limits import InvalidInput, check_max_results
+from mnemo.memory.citations import get_args
+from mnemo.memory.limits import InvalidInput, check_max_results
 from mnemo.search.filters import check_filters
 
 from .auth import Authenticator, AuthError, Challenge, RateLimited, lower_role, role_allows

@@ -15,7 +15,7 @@ INDEX_STATUS = "mnemo/indexStatus"
 """Server -> client notification whenever the index state changes (for status bars)."""
 INDEX_STATES = ("not indexed", "indexing", "ready", "error", "released")
 """The ``state`` of mnemo/status and mnemo/indexStatus (``released``: this process handed the index to
-another mnemo process, see mnemo.index_sharing)."""
+another mnemo process, see mnemo.memory.sharing)."""
 
 CMD_REINDEX = "mnemo.reindex"
 

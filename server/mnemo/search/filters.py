@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from mnemo.limits import InvalidInput, check_day
+from mnemo.memory.limits import InvalidInput, check_day
 
 KINDS = ("memory", "topic", "evergreen", "daily", "snapshot", "skill", "session")
 MAX_VALUES = 50
@@ -91,7 +91,7 @@ def _string(name: str, value: object) -> str | None:
 
 def check_filters(value: object) -> SearchFilters | None:
     """A ``filters`` parameter (a JSON object, a :class:`SearchFilters` or None) checked; None when it
-    filters nothing. Raises :class:`~mnemo.limits.InvalidInput` with the field at fault."""
+    filters nothing. Raises :class:`~mnemo.memory.limits.InvalidInput` with the field at fault."""
     if value is None or isinstance(value, SearchFilters):
         return None if value is None or value.empty else value
     if not isinstance(value, Mapping):

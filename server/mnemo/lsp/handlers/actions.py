@@ -14,7 +14,7 @@ from mnemo.lsp.handlers.diagnostics import open_buffers
 from mnemo.lsp.server import MnemoLanguageServer
 
 if TYPE_CHECKING:  # the secrets rules load on the first code action, not before `initialize`
-    from mnemo import memory_edits
+    from mnemo.editor import memory_edits
 
 PROMOTE_KIND = "refactor.move.mnemo.promote"
 
@@ -45,7 +45,7 @@ def _duplicate_data(d: types.Diagnostic) -> dict[str, Any] | None:
 
 
 def code_actions(ls: MnemoLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    from mnemo import memory_edits
+    from mnemo.editor import memory_edits
 
     rel = ls.core.workspace.rel_from_uri(params.text_document.uri)
     editor = ls.core.editor

@@ -16,7 +16,7 @@ from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
 
 if TYPE_CHECKING:
-    from mnemo.hygiene import Problem
+    from mnemo.editor.hygiene import Problem
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from mnemo import citations
 from mnemo.errors import MnemoError
-from mnemo.limits import InvalidInput, check_sources
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
+from mnemo.memory import citations
+from mnemo.memory.limits import InvalidInput, check_sources
 from mnemo.workspace.layout import WorkspacePathError
 
 

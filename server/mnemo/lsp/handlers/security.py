@@ -1,4 +1,4 @@
-"""``mnemo/securityAudit``: the workspace's security audit (:mod:`mnemo.security_audit`) over LSP."""
+"""``mnemo/securityAudit``: the workspace's security audit (:mod:`mnemo.security.audit`) over LSP."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def register(server: MnemoLanguageServer) -> None:
     @server.feature(SECURITY_AUDIT)
     async def audit(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
         from mnemo.lsp.approver import lsp_gate  # the policy and audit modules load on first use
-        from mnemo.security_audit import AuditInputs, security_audit
+        from mnemo.security.audit import AuditInputs, security_audit
 
         services = ls.core
         inputs = AuditInputs(services.workspace.root, services.settings, lsp_gate(ls).audit)

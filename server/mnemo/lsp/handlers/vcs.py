@@ -7,15 +7,15 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from mnemo import citations
-from mnemo.limits import InvalidInput
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
+from mnemo.memory import citations
+from mnemo.memory.limits import InvalidInput
 from mnemo.workspace.layout import WorkspacePathError
 
 
 async def commit(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
-    from mnemo.vcs import SecretsInCommit, VcsError  # loaded on first use, not before `initialize`
+    from mnemo.editor.vcs import SecretsInCommit, VcsError  # loaded on first use, not before `initialize`
 
     p = protocol.CommitParams.parse(params)
     try:
@@ -31,7 +31,7 @@ async def commit(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
 
 
 async def history(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
-    from mnemo.vcs import VcsError
+    from mnemo.editor.vcs import VcsError
 
     p = protocol.HistoryParams.parse(params)
     try:

@@ -13,8 +13,8 @@ from typing import Any
 import duckdb
 
 from mnemo.config import SearchSettings
+from mnemo.editor.vcs import BlameLine
 from mnemo.search import ranking
-from mnemo.vcs import BlameLine
 
 
 @dataclass(frozen=True)

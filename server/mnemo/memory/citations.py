@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mnemo.limits import MAX_LINE, InvalidInput, check_line_range
+from mnemo.memory.limits import MAX_LINE, InvalidInput, check_line_range
 
 _SUFFIX = re.compile(r"(?:#L(?P<hs>\d+)(?:-L?(?P<he>\d+))?|:(?P<cs>\d+)(?:-(?P<ce>\d+))?)\Z")
 

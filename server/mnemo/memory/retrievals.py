@@ -3,7 +3,7 @@
 A search never waits for the writer to record its results: rows are queued and written the next time
 the writer is free (right after the search when nobody is indexing, else at the end of the sync).
 The rows land in the index's ``retrievals`` table, so they survive restarts; a full rebuild copies
-them into the new generation (see :meth:`mnemo.memory_service.MemoryService.sync`).
+them into the new generation (see :meth:`mnemo.memory.service.MemoryService.sync`).
 """
 
 from __future__ import annotations

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from mnemo import __version__
-from mnemo.citations import get_args
-from mnemo.cli_filters import add_filter_flags, search_filters
+from mnemo.cli import chat, gateway, policy, security, vcs
+from mnemo.cli.filters import add_filter_flags, search_filters
 from mnemo.errors import MnemoError
-from mnemo.limits import SOURCES, InvalidInput, check_max_results
+from mnemo.memory.citations import get_args
+from mnemo.memory.limits import SOURCES, InvalidInput, check_max_results
 from mnemo.workspace.layout import (
     WorkspaceNotFound,
     WorkspacePathError,
@@ -144,32 +145,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.add_argument("--ws", metavar="HOST:PORT", help="serve LSP over WebSocket instead (loopback by default)")
 
-    # Other areas (git, chat, policy, ...) add their own subcommands; each sets ``run`` to a
-    # function(args) -> exit code. See mnemo/cli_*.py.
-    for add_commands in _extension_commands():
+    # Other command groups (git, chat, policy, gateway, security) add their own subcommands; each sets
+    # ``run`` to a function(args) -> exit code.
+    for add_commands in (
+        vcs.add_commands,
+        chat.add_commands,
+        policy.add_commands,
+        gateway.add_commands,
+        security.add_commands,
+    ):
         add_commands(sub, _add_common)
     return parser
-
-
-def _extension_commands() -> list[Any]:
-    import importlib
-    import importlib.util
-
-    return [
-        importlib.import_module(name).add_commands
-        for name in CLI_EXTENSIONS
-        if importlib.util.find_spec(name) is not None
-    ]
-
-
-CLI_EXTENSIONS = (
-    "mnemo.cli_vcs",
-    "mnemo.cli_chat",
-    "mnemo.cli_policy",
-    "mnemo.cli_gateway",
-    "mnemo.cli_security",
-)
-"""Modules with ``add_commands(subparsers, add_common)``; each is optional."""
 
 
 def _setup_logging(verbose: int, log_file: Path | None) -> None:
@@ -209,7 +195,7 @@ def template_dir() -> Path:
     packaged = Path(str(resources.files("mnemo") / "templates" / "workspace"))
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[2] / "workspace-template"
+    return Path(__file__).resolve().parents[3] / "workspace-template"
 
 
 def cmd_init(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """A tiny LSP client that starts ``mnemo serve`` and runs one search through it (used by ``make run``).
 
-python -m mnemo.lsp.demo --workspace DIR "query"
+python clients/demo/mnemo_demo.py --workspace DIR "query"  (a client of the server, kept outside it)
 """
 
 from __future__ import annotations

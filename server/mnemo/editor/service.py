@@ -15,9 +15,9 @@ from datetime import date
 import duckdb
 import numpy as np
 
-from mnemo import hygiene, memory_edits
 from mnemo.config import Settings
-from mnemo.insights import (
+from mnemo.editor import hygiene, memory_edits
+from mnemo.editor.insights import (
     ChunkLens,
     ChunkStats,
     LineInsight,
@@ -25,8 +25,8 @@ from mnemo.insights import (
     file_chunk_stats,
     insight_from_stats,
 )
-from mnemo.memory_service import MemoryService
-from mnemo.vcs import BlameCache, CommitResult, HistoryEntry, MemoryRepo
+from mnemo.editor.vcs import BlameCache, CommitResult, HistoryEntry, MemoryRepo
+from mnemo.memory.service import MemoryService
 from mnemo.workspace.layout import FileKind
 
 STATS_CACHE_FILES = 256

@@ -3,7 +3,7 @@
 Each check returns :class:`Finding` objects (an id, a severity, what is wrong, and the fix). The checks
 only read: settings (``mnemo.toml``), file modes, the memory files, the audit log; the sandbox probe runs
 ``true`` in bubblewrap. Nothing is changed and nothing leaves the machine. Fronts: the CLI
-(``mnemo security audit``, :mod:`mnemo.cli_security`) and the LSP request ``mnemo/securityAudit``.
+(``mnemo security audit``, :mod:`mnemo.cli.security`) and the LSP request ``mnemo/securityAudit``.
 
 Exit codes (:data:`EXIT_CODES`): 0 nothing above info, 4 a warning, 5 a critical finding; 1 stays "mnemo
 could not run it" and 2 "bad arguments or no workspace", as for every mnemo command.
@@ -24,7 +24,7 @@ from mnemo.gateway.auth import default_token_file
 from mnemo.gateway.settings import GatewaySettings, load_gateway_settings
 from mnemo.policy.audit import AuditLog
 from mnemo.policy.rules import PolicyConfig, load_policy
-from mnemo.security_checks import (
+from mnemo.security.checks import (
     SEVERITIES,
     Finding,
     Severity,

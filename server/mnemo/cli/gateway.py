@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mnemo.gateway.core import ChatResult
     from mnemo.gateway.server import Gateway
-    from mnemo.index_sharing import SharedMemory
     from mnemo.lifeline import Lifeline
+    from mnemo.memory.sharing import SharedMemory
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``mnemo commit`` and ``mnemo log``: Git for memory files, a thin front on :mod:`mnemo.vcs`."""
+"""``mnemo commit`` and ``mnemo log``: Git for memory files, a thin front on :mod:`mnemo.editor.vcs`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # gitpython loads only for commit and log
-    from mnemo.vcs import MemoryRepo
+    from mnemo.editor.vcs import MemoryRepo
 
 
 def _repo(args: argparse.Namespace) -> MemoryRepo:
     from mnemo.config import load_settings
-    from mnemo.vcs import MemoryRepo
+    from mnemo.editor.vcs import MemoryRepo
     from mnemo.workspace.layout import Workspace
 
     root = args.workspace.resolve()
@@ -36,8 +36,8 @@ def cmd_commit(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from mnemo.citations import parse_citation
-    from mnemo.limits import MAX_LINE, InvalidInput
+    from mnemo.memory.citations import parse_citation
+    from mnemo.memory.limits import MAX_LINE, InvalidInput
 
     cited = parse_citation(args.path)  # "MEMORY.md#L12-L14", "MEMORY.md:12": the cited (first) line
     if args.line is not None and not 1 <= args.line <= MAX_LINE:

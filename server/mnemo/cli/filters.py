@@ -1,6 +1,6 @@
 """``mnemo search`` filter flags: --tag, --kind, --since, --until, --project, --type (see mnemo.search.filters).
 
-Kept apart from :mod:`mnemo.cli` and free of heavy imports: ``mnemo serve`` must start fast.
+Kept apart from :mod:`mnemo.cli.main` and free of heavy imports: ``mnemo serve`` must start fast.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.errors import IndexUnavailable, MnemoError
-from mnemo.memory_service import MemoryService
+from mnemo.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Bounds on what a caller may ask of the memory engine, checked once in the core for every front.
 
-The CLI, the LSP server, the gateway and the agent's tools all reach :class:`~mnemo.memory_service.
+The CLI, the LSP server, the gateway and the agent's tools all reach :class:`~mnemo.memory.service.
 MemoryService`; its ``search`` and ``get`` call these checks, so a negative line count or an absurd
 result count is the same clear error everywhere (each front maps :class:`InvalidInput` to its own
 "invalid params" answer). A query longer than ``search.max_query_chars`` is not an error: it is cut, and a

@@ -36,7 +36,7 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
 
 def cmd_security_audit(args: argparse.Namespace) -> int:
     from mnemo.config import load_settings
-    from mnemo.security_audit import AuditInputs, security_audit
+    from mnemo.security.audit import AuditInputs, security_audit
     from mnemo.services import audit_log_for
 
     root = Path(args.workspace).resolve()

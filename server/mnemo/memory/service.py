@@ -17,7 +17,6 @@ from typing import Any, Literal, TypeVar
 import duckdb
 import pyarrow as pa
 
-from mnemo.background_vectors import PendingVectors
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
 from mnemo.errors import IndexBusy, IndexUnavailable, MnemoError
@@ -25,8 +24,9 @@ from mnemo.index import pending
 from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
 from mnemo.index.repair import BROKEN_DATABASE
 from mnemo.index.store import ChunkStore
-from mnemo.limits import check_line_range, check_max_results, check_sources, cut_query
-from mnemo.retrievals import RetrievalLog
+from mnemo.memory.background_vectors import PendingVectors
+from mnemo.memory.limits import check_line_range, check_max_results, check_sources, cut_query
+from mnemo.memory.retrievals import RetrievalLog
 from mnemo.search.filters import SearchFilters, check_filters
 from mnemo.search.hybrid import HybridSearcher, SearchOutcome
 from mnemo.workspace.layout import Workspace, WorkspacePathError
@@ -178,7 +178,7 @@ class MemoryService:
             self.generation += 1
             return report
 
-    # -- vectors after the keyword side (mnemo.background_vectors) ---------------------------------
+    # -- vectors after the keyword side (mnemo.memory.background_vectors) ---------------------------------
     def embed_in_background(self, cancel: threading.Event | None = None) -> None:
         """From now on syncs commit the keyword side and return; a worker thread embeds the pending
         chunks (newest and evergreen first). ``cancel`` interrupts its batch in hand (shutdown)."""

@@ -5,7 +5,7 @@ folder, hidden or ignored paths, and nothing else the user may have staged. It r
 be committed holds a secret (unless forced). A workspace outside any repository gets one only when the
 caller says so.
 
-Git runs inertly (:mod:`mnemo.vcs_git`): no hooks, fsmonitor, pager, filters, textconv, aliases or
+Git runs inertly (:mod:`mnemo.editor.vcs_git`): no hooks, fsmonitor, pager, filters, textconv, aliases or
 includes, no system or global config, and a repository whose config names a command is refused
 (:class:`UnsafeRepository`, naming the key) before anything runs.
 """
@@ -19,9 +19,9 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
+from mnemo.editor.vcs_git import GitFailed, InertGit, RepoPaths, UnsafeRepository
 from mnemo.errors import MnemoError
 from mnemo.secrets import scan_text
-from mnemo.vcs_git import GitFailed, InertGit, RepoPaths, UnsafeRepository
 from mnemo.workspace.layout import MEMORY_FILES, FileKind, Workspace
 
 

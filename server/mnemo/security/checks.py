@@ -1,6 +1,6 @@
 """The checks of ``mnemo security audit`` that reuse the policy, sandbox, secrets and audit modules.
 
-:mod:`mnemo.security_audit` runs them with the gateway and secret-file checks and makes the report.
+:mod:`mnemo.security.audit` runs them with the gateway and secret-file checks and makes the report.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Editor features on the core: hover insights, code lenses, hygiene diagnostics, memory edits, Git."""
