@@ -1,0 +1,400 @@
+"""What the rest of mnemo needs from an index engine: a READER for search and services, a WRITER for
+the indexer. DuckDB (:mod:`mnemo.index.reader`, :mod:`mnemo.index.store`) is the default engine;
+another one (PostgreSQL) implements the same two protocols and passes the same contract tests
+(``tests/unit/test_index_reader.py``).
+
+Rules every engine keeps, so both rank alike (ranking stays in Python, :mod:`mnemo.search`):
+
+- Rows are frozen dataclasses with named fields (never tuples read by position).
+- Chunk ids are integers unique within one index generation; keys (:attr:`ChunkRecord.key`) are the
+  chunker's stable keys and survive a rebuild, ids do not.
+- Keyword scores are BM25 with k1 = 1.2, b = 0.75 over the chunk's ``terms`` (our tokenizer's words and
+  CJK bigrams, whitespace-separated, Porter-stemmed), OR over the query terms; :class:`KeywordHit` also
+  gives the IDF mass the chunk covers and the IDF mass of every query term (a term no chunk contains
+  counts at the known terms' mean IDF). See :func:`mnemo.index.fts.search`.
+- Vector distances are cosine distances (1 - cosine similarity) between unit vectors.
+- A reader sees committed data only, one consistent generation for as long as it is held.
+
+This module changes only additively (new optional methods or fields); it imports no engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Protocol
+
+import numpy as np
+
+MEMORY_FILES = ("MEMORY.md", "memory.md")
+"""The long-term memory file's accepted names (the ``memory`` filter kind)."""
+
+
+# -- what is written -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IndexIdentity:
+    """What the index was built with. Another identity is searched as it is (keyword-only when the
+    vectors are of another model) and replaced only by an explicit rebuild (``mnemo index``)."""
+
+    provider: str
+    model: str
+    dims: int
+    chunker: str
+
+
+@dataclass
+class ChunkRow:
+    """A chunk to insert (:meth:`IndexWriter.insert_chunks`); ``terms``: our tokenizer's terms of what
+    the model embeds (heading path and text), whitespace-separated; ``hash``: the chunk's content hash."""
+
+    key: str
+    path: str
+    source: str
+    kind: str
+    day: str | None
+    start_line: int
+    end_line: int
+    heading: str
+    text: str
+    terms: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class FileMeta:
+    """A file's front matter as search filters use it."""
+
+    tags: tuple[str, ...] = ()
+    project: str | None = None
+    type: str | None = None
+    day: str | None = None
+    """ISO date from the front matter's ``date``, when it is a valid one."""
+
+
+@dataclass(frozen=True)
+class PendingChunk:
+    """A chunk committed without a vector, waiting for the model."""
+
+    id: int
+    key: str
+    input: str
+    """What the model sees (:func:`mnemo.index.indexer.embedding_input`: heading path, newline, text)."""
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.input.encode("utf-8")).hexdigest()
+
+
+# -- rows ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IndexCounts:
+    """How much the index holds. ``embedded``/``pending``: chunks with / still without a vector; both 0
+    in an index without vectors (keyword-only, dims 0)."""
+
+    files: int
+    chunks: int
+    embedded: int = 0
+    pending: int = 0
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """A file indexed with a problem (too large, binary, invalid UTF-8, bad front matter)."""
+
+    path: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class LastRetrieval:
+    """The latest search that returned a chunk, with the score parts it had then."""
+
+    query: str
+    when: datetime
+    vector: float | None
+    text: float
+    decay: float
+    weight: float
+    score: float
+    rank: int
+
+
+@dataclass(frozen=True)
+class ChunkStats:
+    """One chunk of a file with its retrieval statistics (hover insights and code lenses)."""
+
+    key: str
+    start_line: int
+    end_line: int
+    heading: str
+    day: date | None
+    times_retrieved: int
+    last: LastRetrieval | None
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A chunk as search ranks it. ``embedding`` is set only when asked for (``with_vectors``) and the
+    chunk has one; ``day`` is the daily note's date (None: evergreen)."""
+
+    id: int
+    key: str
+    path: str
+    source: str
+    kind: str
+    day: date | None
+    start_line: int
+    end_line: int
+    heading: str
+    text: str
+    embedding: np.ndarray | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    """A nearest neighbour: chunk id and cosine distance to the query vector (smaller is nearer)."""
+
+    chunk_id: int
+    distance: float
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    """A BM25 candidate: its score, the IDF mass of the query terms it contains, and the IDF mass of
+    all the query's terms (the same for every hit of one query)."""
+
+    chunk_id: int
+    bm25: float
+    covered: float
+    total: float
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What the indexer compares with the disk to skip unchanged files."""
+
+    digest: str
+    mtime: float
+    size: int
+
+
+@dataclass(frozen=True)
+class ChunkSlot:
+    """A chunk already indexed for a file: its id and whether it has a vector yet."""
+
+    id: int
+    has_vector: bool
+
+
+class ChunkFilter(Protocol):
+    """Which chunks a search may consider (:class:`mnemo.search.filters.SearchFilters` is one).
+
+    ``kinds``: any of memory (MEMORY.md), topic (another evergreen note), evergreen, daily, snapshot,
+    skill, session; ``tags``: all of them among the file's front-matter tags (lowercase); ``project``,
+    ``type``: equal to the front matter's, case-insensitive; ``since``/``until``: inclusive bounds on
+    the chunk's day, else the front matter's ``date`` (a file with neither is left out by a bound)."""
+
+    @property
+    def tags(self) -> tuple[str, ...]: ...
+    @property
+    def kinds(self) -> tuple[str, ...]: ...
+    @property
+    def since(self) -> date | None: ...
+    @property
+    def until(self) -> date | None: ...
+    @property
+    def project(self) -> str | None: ...
+    @property
+    def type(self) -> str | None: ...
+
+
+# -- the reader ------------------------------------------------------------------------------------
+class IndexReader(Protocol):
+    """Questions about one consistent, committed generation of the index. Obtained from
+    ``Indexer.reading()`` (a context manager) and valid only inside it; safe to use from the thread
+    that opened it, never shared between threads."""
+
+    @property
+    def identity(self) -> IndexIdentity:
+        """Provider, model, dims and chunker the index was built with (dims 0: no vectors)."""
+        ...
+
+    def counts(self) -> IndexCounts:
+        """Files, chunks, and chunks with / without a vector."""
+        ...
+
+    def file_problems(self) -> list[FileProblem]:
+        """Every indexed file that has a problem, sorted by path."""
+        ...
+
+    def chunk_stats(self, path: str) -> list[ChunkStats]:
+        """The chunks of ``path`` ordered by start line, each with how often searches returned it and
+        the latest such search (joined on the chunk key, so history survives rebuilds)."""
+        ...
+
+    def records(self, ids: Sequence[int], *, with_vectors: bool = False) -> dict[int, ChunkRecord]:
+        """Chunks by id (ids not in the index are left out); ``with_vectors``: their embeddings too."""
+        ...
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Float32 embeddings by chunk id, for the ids that have one."""
+        ...
+
+    def embedded_chunks(self, source: str) -> list[ChunkRecord]:
+        """Every chunk of ``source`` (e.g. ``"memory"``) that has a vector, with it, ordered by path and
+        start line (near-duplicate diagnostics). Empty in an index without vectors."""
+        ...
+
+    def nearest(
+        self, vector: np.ndarray, limit: int, *, within: Sequence[int] | None = None
+    ) -> list[VectorHit]:
+        """Up to ``limit`` chunks nearest to ``vector`` by cosine distance, nearest first; ``within``:
+        only among those chunk ids (exact). Chunks without a vector are never returned."""
+        ...
+
+    def keyword_top(
+        self, terms: Sequence[str], limit: int, *, within: Sequence[int] | None = None
+    ) -> list[KeywordHit]:
+        """The best ``limit`` chunks by BM25 for query ``terms`` (:func:`mnemo.text.terms.query_terms`),
+        best first; ``within``: drawn only from those chunk ids. Empty when no term is known."""
+        ...
+
+    def keyword_scores(self, terms: Sequence[str], ids: Sequence[int]) -> list[KeywordHit]:
+        """BM25 of exactly the chunks ``ids`` that contain a query term (best first, no limit)."""
+        ...
+
+    def allowed_ids(self, chunk_filter: ChunkFilter) -> list[int]:
+        """The ids of every chunk ``chunk_filter`` lets a search consider."""
+        ...
+
+
+# -- the writer ------------------------------------------------------------------------------------
+class IndexWriter(Protocol):
+    """The single writer's view of an index (what :class:`mnemo.index.indexer.Indexer` and
+    :mod:`mnemo.index.pending` call). Writes happen inside :meth:`transaction`; a crash leaves every
+    file either old or new. Several writer processes may share one engine (PostgreSQL) as long as each
+    file's upsert is one transaction keyed by content hash."""
+
+    @property
+    def identity(self) -> IndexIdentity: ...
+
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
+        """Commit on exit, roll back on an exception."""
+        ...
+
+    # files
+    def file_states(self) -> Mapping[str, FileState]:
+        """Every indexed file's content digest, mtime and size, by path."""
+        ...
+
+    def file_problems(self) -> list[FileProblem]: ...
+
+    def chunk_keys(self, path: str) -> dict[str, ChunkSlot]:
+        """The current chunks of ``path`` by key."""
+        ...
+
+    def upsert_file(
+        self,
+        path: str,
+        kind: str,
+        source: str,
+        day: str | None,
+        digest: str,
+        mtime: float,
+        size: int,
+        chunks: int,
+        problem: str | None,
+    ) -> None:
+        """Replace the ``files`` row of ``path``."""
+        ...
+
+    def touch_file(self, path: str, mtime: float, size: int) -> None:
+        """A file whose content is unchanged got a new mtime/size."""
+        ...
+
+    def delete_file(self, path: str) -> None:
+        """Forget ``path``: its chunks, their keyword postings, its files and metadata rows."""
+        ...
+
+    def delete_chunks(self, ids: Sequence[int]) -> None: ...
+
+    def move_chunks(self, moves: Sequence[tuple[int, int, int]]) -> None:
+        """New line ranges ``(chunk id, start, end)`` of kept chunks."""
+        ...
+
+    def insert_chunks(
+        self,
+        rows: Sequence[ChunkRow],
+        vectors: np.ndarray | None,
+        *,
+        live: bool,
+        pending: Sequence[bool] = (),
+    ) -> None:
+        """Add chunks with vectors (rows marked ``pending`` get none yet); ``live``: searchable by
+        keyword at commit (a building index indexes keywords once at the end)."""
+        ...
+
+    def write_meta(self, path: str, meta: FileMeta) -> None:
+        """Replace the front-matter row (tags, project, type, date) of ``path``."""
+        ...
+
+    def meta_paths(self) -> set[str]:
+        """Paths that have a metadata row."""
+        ...
+
+    # embedding cache: (provider, model, sha256 of the embedded text) -> vector, every model's kept
+    def cached_embeddings(self, hashes: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    def cache_embeddings(self, items: dict[str, np.ndarray]) -> None: ...
+
+    # pending vectors (chunks committed with their keyword side only)
+    def pending_batch(self, limit: int) -> list[PendingChunk]:
+        """Up to ``limit`` chunks without a vector, most useful first (:data:`mnemo.index.pending.PRIORITY`)."""
+        ...
+
+    def fill_vectors(self, chunks: Sequence[PendingChunk], vectors: np.ndarray) -> int:
+        """Give still-pending ``chunks`` (same id and key) their vectors; returns how many."""
+        ...
+
+    def counts(self) -> IndexCounts: ...
+
+    # retrieval statistics (history, not cache)
+    def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:
+        """Append search results, each ``(chunk_key, path, start_line, end_line, query, searched_at,
+        vector, text, decay, weight, score, rank)`` (:func:`mnemo.memory.retrievals.rows_for`); read
+        back by :meth:`IndexReader.chunk_stats`."""
+        ...
+
+
+class ReadingSource(Protocol):
+    """What hands out readers (:class:`mnemo.index.indexer.Indexer`)."""
+
+    def reading(self, *, timeout: float = -1) -> contextlib.AbstractContextManager[IndexReader | None]:
+        """A reader on the current generation, held against a swap; None when there is no index, or
+        when ``timeout`` >= 0 seconds passed waiting for a swap to finish."""
+        ...
+
+
+__all__ = [
+    "MEMORY_FILES",
+    "ChunkFilter",
+    "ChunkRecord",
+    "ChunkRow",
+    "ChunkSlot",
+    "ChunkStats",
+    "FileMeta",
+    "FileProblem",
+    "FileState",
+    "IndexCounts",
+    "IndexIdentity",
+    "IndexReader",
+    "IndexWriter",
+    "KeywordHit",
+    "LastRetrieval",
+    "PendingChunk",
+    "ReadingSource",
+    "VectorHit",
+]

@@ -1,0 +1,289 @@
+"""DuckReader: the DuckDB engine's :class:`mnemo.index.api.IndexReader`, on one reader cursor.
+
+Every read the search and the services make goes through it, so their SQL lives here: counts, file
+problems, chunk statistics for hovers and lenses, chunk rows and vectors by id, nearest neighbours on
+the HNSW index, BM25 (the writer's in-memory postings when given, else the fts tables) and the chunk
+ids a search filter allows. :meth:`mnemo.index.indexer.Indexer.reading` hands one out, holding the
+generation against a swap while it is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from mnemo.index import fts
+from mnemo.index.api import (
+    MEMORY_FILES,
+    ChunkFilter,
+    ChunkRecord,
+    ChunkStats,
+    FileProblem,
+    IndexCounts,
+    IndexIdentity,
+    KeywordHit,
+    LastRetrieval,
+    VectorHit,
+)
+from mnemo.index.postings import PostingsCache
+from mnemo.index.vector_cache import VectorCache
+
+_MEMORY = "(" + ", ".join(f"'{name}'" for name in MEMORY_FILES) + ")"
+_KIND_SQL = {
+    "memory": f"c.path IN {_MEMORY}",
+    "topic": f"(c.kind = 'evergreen' AND c.path NOT IN {_MEMORY})",
+    "evergreen": "c.kind = 'evergreen'",
+    "daily": "c.kind = 'daily'",
+    "snapshot": "c.kind = 'snapshot'",
+    "skill": "c.kind = 'skill'",
+    "session": "c.kind = 'session'",
+    "archive": "c.kind = 'archive'",
+}
+_RECORD = "id, key, path, source, kind, day, start_line, end_line, heading, text"
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    """A FLOAT[n] SQL constant of a float vector (only ever built from our own embeddings): one string
+    cast, which DuckDB parses ~5x faster than a list of 384 numeric literals, and exactly (9 digits
+    round-trip a float32; numeric literals went through DECIMAL and could miss by one ulp)."""
+    values = ",".join(format(float(x), ".9g") for x in vector)
+    return f"'[{values}]'::FLOAT[{len(vector)}]"
+
+
+def vector_query(literal: str, limit: int, *, within: bool = False) -> str:
+    """Nearest chunks by cosine distance, in the shape DuckDB's vss rewrites to an HNSW index scan;
+    ``within``: only the chunk ids given as the one parameter (a filtered search: an exact scan)."""
+    where = "WHERE id IN (SELECT unnest(?::BIGINT[])) " if within else ""
+    return (
+        f"SELECT id, array_cosine_distance(embedding, {literal}) AS distance FROM chunks {where}"
+        f"ORDER BY distance LIMIT {int(limit)}"
+    )
+
+
+def filter_condition(f: ChunkFilter) -> tuple[str, list[object]]:
+    """The SQL condition of a search filter over ``chunks c LEFT JOIN file_meta m``, and its parameters."""
+    parts: list[str] = []
+    params: list[object] = []
+    if f.kinds:
+        parts.append("(" + " OR ".join(_KIND_SQL[k] for k in f.kinds) + ")")
+    if f.tags:
+        parts.append("list_has_all(coalesce(m.tags, []::VARCHAR[]), ?::VARCHAR[])")
+        params.append(list(f.tags))
+    for name, value in (("project", f.project), ("type", f.type)):
+        if value is not None:
+            parts.append(f"lower(m.{name}) = lower(?)")
+            params.append(value)
+    if f.since is not None:
+        parts.append("coalesce(c.day, m.day) >= ?")
+        params.append(f.since)
+    if f.until is not None:
+        parts.append("coalesce(c.day, m.day) <= ?")
+        params.append(f.until)
+    return " AND ".join(parts) or "true", params
+
+
+def _id_list(ids: Sequence[int]) -> str:
+    """Ids inlined as constants: a list parameter costs DuckDB ~2 ms more."""
+    return ", ".join(str(int(i)) for i in ids)
+
+
+def _record(row: tuple[Any, ...], embedding: np.ndarray | None = None) -> ChunkRecord:
+    """A row selected as ``_RECORD`` (in that column order) as a record."""
+    cid, key, path, source, kind, day, start, end, heading, text = row[:10]
+    return ChunkRecord(
+        int(cid), key, path, source, kind, day, int(start), int(end), heading or "", text, embedding
+    )
+
+
+def _vectors(column: Any) -> list[np.ndarray]:
+    """A FLOAT[n] column from ``fetchnumpy`` (NumPy arrays already: a Python list of 384 floats per row,
+    as ``fetchall`` gives, costs several times more) as float32 rows."""
+    return [np.asarray(vector, dtype=np.float32) for vector in column]
+
+
+def _last(count: int, last: list[str | None] | None) -> LastRetrieval | None:
+    if not count or last is None:
+        return None
+    query, when, vector, text, decay, weight, score, rank = last
+    return LastRetrieval(
+        str(query),
+        datetime.fromisoformat(str(when)),
+        None if vector is None else float(vector),
+        float(str(text)),
+        float(str(decay)),
+        float(str(weight)),
+        float(str(score)),
+        int(str(rank)),
+    )
+
+
+class CountsMemo:
+    """The writer's counts, kept until its next commit: counting vectors reads the whole embedding
+    column (several ms), and every search and status asks."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+        self._counts: tuple[int, IndexCounts] | None = None
+
+    def changed(self) -> None:
+        """A transaction committed (called after its COMMIT)."""
+        self.writes += 1
+
+    def get(self, writes: int) -> IndexCounts | None:
+        found = self._counts
+        return found[1] if found is not None and found[0] == writes else None
+
+    def put(self, writes: int, counts: IndexCounts) -> None:
+        """``counts`` read after ``writes`` was seen: a commit in between makes them newer, never older,
+        and the next :meth:`get` misses anyway (``writes`` moved on)."""
+        self._counts = (writes, counts)
+
+
+class DuckReader:
+    """Reads of one committed generation through ``con`` (a cursor of the index's connection)."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        identity: IndexIdentity,
+        postings: PostingsCache | None = None,
+        memo: CountsMemo | None = None,
+        vector_cache: VectorCache | None = None,
+    ) -> None:
+        self.con = con
+        self._identity = identity
+        self._memo = memo
+        self._vector_cache = vector_cache
+        """The writer's vectors in memory (None: read from the table)."""
+        """The writer's counts between commits (None: counted on every call)."""
+        self._postings = postings
+        """The writer's BM25 postings in memory (None: keyword queries scan the fts tables)."""
+        self._weights: tuple[tuple[str, ...], fts.QueryWeights | None] | None = None
+        """The last query terms' IDF (a search asks for the top chunks, then scores a few more)."""
+
+    @property
+    def identity(self) -> IndexIdentity:
+        return self._identity
+
+    @property
+    def _with_vectors(self) -> bool:
+        return self._identity.dims > 0
+
+    # -- status ---------------------------------------------------------------------------------------
+    def counts(self) -> IndexCounts:
+        writes = self._memo.writes if self._memo is not None else 0
+        found = self._memo.get(writes) if self._memo is not None else None
+        if found is None:
+            found = self._count()
+            if self._memo is not None:
+                self._memo.put(writes, found)
+        return found
+
+    def _count(self) -> IndexCounts:
+        if not self._with_vectors:
+            row = self.con.execute("SELECT (SELECT count(*) FROM files), count(*), 0 FROM chunks").fetchone()
+        else:
+            row = self.con.execute(
+                "SELECT (SELECT count(*) FROM files), count(*), count(embedding) FROM chunks"
+            ).fetchone()
+        files, chunks, embedded = (int(v) for v in row) if row else (0, 0, 0)
+        pending = chunks - embedded if self._with_vectors else 0
+        return IndexCounts(files, chunks, embedded, pending)
+
+    def file_problems(self) -> list[FileProblem]:
+        rows = self.con.execute(
+            "SELECT path, problem FROM files WHERE problem IS NOT NULL ORDER BY path"
+        ).fetchall()
+        return [FileProblem(path, problem) for path, problem in rows]
+
+    def chunk_stats(self, path: str) -> list[ChunkStats]:
+        rows = self.con.execute(
+            "SELECT c.key, c.start_line, c.end_line, c.heading, c.day, count(r.chunk_key), "
+            "arg_max([r.query, CAST(r.searched_at AS VARCHAR), CAST(r.vector AS VARCHAR), "
+            "CAST(r.text AS VARCHAR), CAST(r.decay AS VARCHAR), CAST(r.weight AS VARCHAR), "
+            "CAST(r.score AS VARCHAR), CAST(r.rank AS VARCHAR)], r.searched_at) "
+            "FROM chunks c LEFT JOIN retrievals r ON r.chunk_key = c.key WHERE c.path = ? "
+            "GROUP BY c.key, c.start_line, c.end_line, c.heading, c.day ORDER BY c.start_line",
+            [path],
+        ).fetchall()
+        return [
+            ChunkStats(key, start, end, heading or "", day, int(count), _last(count, last))
+            for key, start, end, heading, day, count, last in rows
+        ]
+
+    # -- chunks by id -----------------------------------------------------------------------------------
+    def records(self, ids: Sequence[int], *, with_vectors: bool = False) -> dict[int, ChunkRecord]:
+        if not ids:
+            return {}
+        rows = self.con.execute(f"SELECT {_RECORD} FROM chunks WHERE id IN ({_id_list(ids)})").fetchall()
+        vectors = self.vectors(ids) if with_vectors else {}
+        return {int(row[0]): _record(row, vectors.get(int(row[0]))) for row in rows}
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        if not ids or not self._with_vectors:
+            return {}
+        cached = self._vector_cache.get(self.con, ids) if self._vector_cache is not None else None
+        if cached is not None:
+            return cached
+        found = self.con.execute(
+            f"SELECT id, embedding FROM chunks WHERE id IN ({_id_list(ids)}) AND embedding IS NOT NULL"
+        ).fetchnumpy()
+        return dict(zip(found["id"].tolist(), _vectors(found["embedding"]), strict=True))
+
+    def embedded_chunks(self, source: str) -> list[ChunkRecord]:
+        if not self._with_vectors:
+            return []
+        sql = "FROM chunks WHERE source = ? AND embedding IS NOT NULL ORDER BY path, start_line, id"
+        rows = self.con.execute(f"SELECT {_RECORD} {sql}", [source]).fetchall()
+        vectors = _vectors(self.con.execute(f"SELECT embedding {sql}", [source]).fetchnumpy()["embedding"])
+        return [_record(row, vector) for row, vector in zip(rows, vectors, strict=True)]
+
+    # -- candidates -------------------------------------------------------------------------------------
+    def nearest(
+        self, vector: np.ndarray, limit: int, *, within: Sequence[int] | None = None
+    ) -> list[VectorHit]:
+        if not self._with_vectors or (within is not None and not within):
+            return []
+        # The vector goes in as a literal: it is a constant the HNSW index scan can use, and
+        # DuckDB converts a 384-float Python parameter far more slowly than it parses one.
+        literal = vector_literal(vector)
+        if within is None:
+            rows = self.con.execute(vector_query(literal, limit)).fetchall()
+        else:
+            rows = self.con.execute(vector_query(literal, limit, within=True), [list(within)]).fetchall()
+        return [VectorHit(int(cid), float(distance)) for cid, distance in rows]
+
+    def _bm25(
+        self, terms: Sequence[str], limit: int, only_ids: Sequence[int] | None
+    ) -> list[tuple[int, float, float, float]]:
+        if not terms or (only_ids is not None and not only_ids):
+            return []
+        key = tuple(terms)
+        if self._weights is None or self._weights[0] != key:
+            self._weights = (key, fts.query_weights(self.con, terms))
+        weights = self._weights[1]
+        if weights is None:
+            return []
+        if self._postings is not None:
+            return self._postings.search(self.con, terms, limit=limit, only_ids=only_ids, weights=weights)
+        return fts.search(self.con, terms, limit=limit, only_ids=only_ids, weights=weights)
+
+    def keyword_top(
+        self, terms: Sequence[str], limit: int, *, within: Sequence[int] | None = None
+    ) -> list[KeywordHit]:
+        found = (
+            self._bm25(terms, limit, within)[:limit] if within is not None else self._bm25(terms, limit, None)
+        )
+        return [KeywordHit(*row) for row in found]
+
+    def keyword_scores(self, terms: Sequence[str], ids: Sequence[int]) -> list[KeywordHit]:
+        return [KeywordHit(*row) for row in self._bm25(terms, len(ids), ids)]
+
+    def allowed_ids(self, chunk_filter: ChunkFilter) -> list[int]:
+        condition, params = filter_condition(chunk_filter)
+        sql = f"SELECT c.id FROM chunks c LEFT JOIN file_meta m ON m.path = c.path WHERE {condition}"
+        return [int(row[0]) for row in self.con.execute(sql, params).fetchall()]
