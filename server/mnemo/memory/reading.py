@@ -1,0 +1,48 @@
+"""Reading lines of a memory file for ``get`` (``mnemo get``, ``memory_get``, mnemo/memoryGet): the
+editor's unsaved buffer when there is one, else the file; no index needed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mnemo.memory.limits import check_line_range
+from mnemo.workspace.layout import Workspace, WorkspacePathError
+
+
+@dataclass(frozen=True)
+class FileLines:
+    """Lines ``start`` .. ``start + lines - 1`` of a memory file (1-based), and how long the file is."""
+
+    path: str
+    """The workspace path of the memory file."""
+    start: int
+    lines: int
+    """How many lines ``text`` holds."""
+    total_lines: int
+    text: str
+
+
+def read_lines(
+    workspace: Workspace,
+    buffers: Mapping[str, str],
+    path: str,
+    from_line: int | None = None,
+    lines: int | None = None,
+) -> FileLines:
+    """Lines of a memory file; ``buffers``: the texts of files open in the editor (they win over the disk)."""
+    from_line, lines = check_line_range(from_line, lines)
+    resolved, memory_file = workspace.resolve_memory_path(path)
+    text = buffers.get(memory_file.path)
+    if text is None:
+        data = resolved.read_bytes()
+        if b"\x00" in data[:8192]:
+            raise WorkspacePathError(f"{path}: binary file, not Markdown")
+        text = data.decode("utf-8-sig", errors="replace")
+    all_lines = text.splitlines()
+    start = max(1, from_line or 1)
+    if start > max(1, len(all_lines)):
+        raise WorkspacePathError(f"{path}: from={start} is past the end ({len(all_lines)} lines)")
+    count = len(all_lines) - start + 1 if lines is None else max(0, lines)
+    chosen = all_lines[start - 1 : start - 1 + count]
+    return FileLines(memory_file.path, start, len(chosen), len(all_lines), "\n".join(chosen))
