@@ -1,0 +1,204 @@
+"""`mnemo search` from the command line: CPU, wall time and peak RSS of the whole process, side by side.
+
+    python benchmarks/bench_cli.py [--files 2000] [--rounds 3] [--queries 4] [--before DIR] [--qmd]
+
+A synthetic English workspace of ``--files`` notes (benchmarks/synthetic.py) indexed in keyword mode
+(``embedding.provider = "none"``, as QMD's ``qmd search``) is searched by its needle questions, every
+system in turn, round after round (so a change of machine load hits all of them alike):
+
+- ``one-shot``: this tree's ``mnemo search --json -k 10`` with no server (the index opened read-only);
+- ``daemon``: the same with ``mnemo serve --daemon`` holding the index (its own CPU per search is
+  read from ``/proc`` and reported apart);
+- ``before``: the same command from another source tree (``--before``: e.g. ``git archive HEAD server``
+  unpacked somewhere), run with ``PYTHONPATH`` pointing at it;
+- ``qmd``: ``qmd search --format json -n 10`` (``--qmd``; installed by benchmarks/peers/install.py).
+
+CPU is user + system time of the process and its children (``wait4``), as ``/usr/bin/time`` reports
+it. Python's bytecode caches are written to a private folder first (an installed package has them).
+The load average (``/proc/loadavg``) is printed before and after each system's runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.synthetic import generate  # noqa: E402
+
+
+@dataclass
+class Sample:
+    cpu: float
+    wall: float
+    rss_mb: float
+
+
+@dataclass
+class System:
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    cwd: Path | None = None
+    samples: list[Sample] = field(default_factory=list)
+    loads: list[str] = field(default_factory=list)
+    server_cpu: list[float] = field(default_factory=list)
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def run(system: System, query: str) -> Sample:
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [*system.command, query],
+        env=system.env,
+        cwd=system.cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{system.name} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
+    if proc.stderr:
+        proc.stderr.close()
+    return Sample(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024)
+
+
+def process_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def python_env(pythonpath: str | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "mnemo-bench-pycache")
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    return env
+
+
+def mnemo_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mnemo", *args], env=env, capture_output=True, text=True, check=True
+    )
+
+
+def start_daemon(ws: Path, env: dict[str, str]) -> int:
+    mnemo_cli("serve", "--daemon", "-w", str(ws), "--idle-minutes", "30", env=env)
+    return int(json.loads((ws / ".mnemo" / "writer.json").read_text())["pid"])
+
+
+def stop_daemon(pid: int) -> None:
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+
+
+def qmd_system(ws: Path, root: Path) -> System:
+    from benchmarks.peers.corpora import Corpus
+    from benchmarks.peers.install import layout
+    from benchmarks.peers.peer_systems import Qmd
+
+    peers = layout()
+    if not peers.qmd_pkg.is_dir():
+        raise SystemExit("QMD is not installed: python benchmarks/peers/install.py")
+    files = {p.relative_to(ws).as_posix(): p.read_text(encoding="utf-8") for p in ws.rglob("*.md")}
+    qmd = Qmd(root, Corpus("bench-cli", "en", files, [], {}), "keyword", peers)
+    qmd.setup()
+    qmd.full_index()
+    command = [str(peers.node), qmd.cli, "search", "--format", "json", "-n", "10"]
+    return System("qmd", command, qmd.env(), cwd=qmd.root)
+
+
+def measure(systems: list[System], daemon: System | None, queries: list[str], rounds: int, ws: Path) -> None:
+    for system in [*systems, *([daemon] if daemon else [])]:  # warm-up: bytecode caches, page cache
+        pid = start_daemon(ws, system.env) if system is daemon else None
+        run(system, queries[0])
+        if pid:
+            stop_daemon(pid)
+    for _ in range(rounds):
+        for system in systems:
+            system.loads.append(loadavg())
+            system.samples += [run(system, q) for q in queries]
+        if daemon is not None:
+            pid = start_daemon(ws, daemon.env)
+            daemon.loads.append(loadavg())
+            before = process_cpu(pid)
+            daemon.samples += [run(daemon, q) for q in queries]
+            daemon.server_cpu.append((process_cpu(pid) - before) / len(queries))
+            stop_daemon(pid)
+
+
+def report(systems: list[System], args: argparse.Namespace, chunks: str) -> str:
+    lines = [
+        f"`python benchmarks/bench_cli.py {' '.join(sys.argv[1:])}` ({args.files} notes, {chunks}, "
+        f"{args.rounds} rounds x {args.queries} queries, medians)",
+        "",
+        "| | CPU s (user+sys) | wall s | peak RSS MB | server CPU s per search | load (1/5/15 min) at each round |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in systems:
+        server = f"{statistics.median(s.server_cpu):.3f}" if s.server_cpu else "-"
+        lines.append(
+            f"| {s.name} | {statistics.median(x.cpu for x in s.samples):.3f} "
+            f"| {statistics.median(x.wall for x in s.samples):.3f} "
+            f"| {statistics.median(x.rss_mb for x in s.samples):.0f} | {server} | {'; '.join(s.loads)} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--queries", type=int, default=4)
+    parser.add_argument("--before", type=Path, help="another source tree's server/ folder to compare with")
+    parser.add_argument(
+        "--qmd", action="store_true", help="also QMD (installed by benchmarks/peers/install.py)"
+    )
+    parser.add_argument("--no-daemon", action="store_true")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "cli.md")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="mnemo-bench-cli-") as tmp:
+        ws = Path(tmp) / "ws"
+        spec = generate(args.files, "en", write_to=ws)
+        (ws / "mnemo.toml").write_text('[embedding]\nprovider = "none"\n', encoding="utf-8")
+        env = python_env()
+        mnemo_cli("index", "-w", str(ws), env=env)
+        status = json.loads(mnemo_cli("status", "--json", "-w", str(ws), env=env).stdout)
+        queries = [n.query for n in spec.needles[: args.queries]]
+        command = [sys.executable, "-m", "mnemo", "search", "--json", "-k", "10", "-w", str(ws)]
+        systems = [System("mnemo one-shot", command, env)]
+        if args.before:
+            systems.append(System("mnemo before", command, python_env(str(args.before.resolve()))))
+        if args.qmd:
+            systems.append(qmd_system(ws, Path(tmp) / "qmd"))
+        daemon = None if args.no_daemon else System("mnemo via daemon (client)", command, env)
+        measure(systems, daemon, queries, args.rounds, ws)
+        text = report([*systems, *([daemon] if daemon else [])], args, f"{status['chunks']:,} chunks")
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

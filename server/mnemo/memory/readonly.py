@@ -1,0 +1,194 @@
+"""ReadOnlyMemory: one search, status or get from a process that does not write the index (`mnemo search`
+with no server running) and exits after it.
+
+It loads only what the call needs: the index opened read-only (:class:`mnemo.index.snapshot.Snapshot`:
+no vss extension, no BM25 postings in memory, nothing written), the embedding model only when the query
+is compared with vectors, and none of the writer's machinery (indexer, chunk store, embedding thread).
+Results are the same as :class:`mnemo.memory.service.MemoryService`'s: the same searcher ranks the
+same rows. What it cannot do, it leaves to the writer's path by raising :class:`WriterNeeded`: no index
+yet, crash damage, files changed on disk since they were indexed (a search syncs first), or an index
+built with another model or chunker (the writer says which command rebuilds it).
+
+A one-shot search is not counted in the retrieval statistics (hovers, code lenses): recording them is
+a write. Searches through a server (the editor's, the gateway's, ``mnemo serve --daemon``) are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from datetime import date
+from pathlib import Path
+
+from mnemo.config import ConfigProblem, Settings
+from mnemo.embeddings import Embedder, uses_bundled_english_model
+from mnemo.index.api import IndexIdentity
+from mnemo.index.identity import INDEX_FILE, chunker_id
+from mnemo.index.snapshot import Snapshot
+from mnemo.memory.limits import check_max_results, check_sources, cut_query
+from mnemo.memory.reading import FileLines, read_lines
+from mnemo.memory.status import IndexStatus, SyncProgress, VectorProgress
+from mnemo.search import usefulness
+from mnemo.search.filters import check_filters
+from mnemo.search.hybrid import HybridSearcher, SearchOutcome
+from mnemo.workspace.layout import Workspace
+
+EmbedderFor = Callable[[IndexIdentity | None], Embedder]
+"""Builds the configured embedder (nothing loaded); given the index's identity for ``provider = auto``."""
+
+
+class WriterNeeded(Exception):
+    """This call needs the index writer's path (a sync, a repair or a rebuild first); the reason says why."""
+
+
+def vectors_note(embedded: int, total: int, *, embedding: bool) -> str:
+    """What a search or status says while chunks wait for vectors (``embedding``: a thread is at it)."""
+    how = "embedding continues in the background" if embedding else "run `mnemo index` to embed them"
+    if embedded == 0:
+        return f"keyword-only until the vectors are ready: 0 of {total:,} chunks embedded; {how}"
+    return (
+        f"hybrid, {embedded:,} of {total:,} chunks embedded; the other {total - embedded:,} are "
+        f"searched by keyword; {how}"
+    )
+
+
+class ReadOnlyMemory:
+    def __init__(
+        self,
+        workspace: Workspace,
+        settings: Settings,
+        embedder_for: EmbedderFor,
+        config_problems: Sequence[ConfigProblem] = (),
+    ) -> None:
+        self.workspace = workspace
+        self.settings = settings
+        self.embedder_for = embedder_for
+        self.config_problems = list(config_problems)
+        self.path: Path = workspace.root / settings.index.dir / INDEX_FILE
+
+    def _open(self) -> tuple[Snapshot, Embedder]:
+        """The snapshot and this workspace's embedder when the index is complete and of this model and
+        chunker; raises WriterNeeded otherwise."""
+        if self.settings.index.backend != "duckdb":
+            raise WriterNeeded(f"the index is in {self.settings.index.backend}, not a local file")
+        snapshot = Snapshot.open(self.path)
+        if snapshot is None:
+            raise WriterNeeded("no complete, cleanly closed index")
+        try:
+            embedder = self.embedder_for(snapshot.identity)
+            have = snapshot.identity
+            # In this order: ``model`` may hash the model file; ``dims`` is never asked (it loads it).
+            if (
+                have.provider != embedder.provider
+                or have.chunker != chunker_id(self.settings.chunking)
+                or have.model != embedder.model
+            ):
+                raise WriterNeeded("the index was built with another model or chunker")
+        except BaseException:
+            snapshot.close()
+            raise
+        return snapshot, embedder
+
+    def _changed_on_disk(self, snapshot: Snapshot) -> bool:
+        """A file was added, changed or removed on disk since it was indexed (a stat each)."""
+        known = snapshot.file_stamps()
+        seen = 0
+        for memory_file, stat in self.workspace.scan():
+            stamp = known.get(memory_file.path)
+            if stamp is None or (stamp.mtime, stamp.size) != (stat.st_mtime, stat.st_size):
+                return True
+            seen += 1
+        return seen != len(known)
+
+    def search(
+        self,
+        query: str,
+        *,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        sources: Sequence[str] | None = None,
+        today: date | None = None,
+        filters: object = None,
+        sync: bool = True,
+        one_per_file: bool | None = None,
+    ) -> SearchOutcome:
+        """As :meth:`MemoryService.search`; ``sync``: raise WriterNeeded when a file changed since it was
+        indexed (the writer's search syncs first), else search the index as it is."""
+        max_results = check_max_results(max_results)
+        check_sources(sources)
+        checked = check_filters(filters)
+        query, cut = cut_query(query, self.settings.search.max_query_chars)
+        notes = [cut] if cut else []
+        snapshot, embedder = self._open()
+        try:
+            if sync and self._changed_on_disk(snapshot):
+                raise WriterNeeded("files changed since they were indexed")
+            reader = snapshot.reader()
+            dims = snapshot.identity.dims
+            if dims > 0:
+                counts = reader.counts()
+                if counts.pending:
+                    notes.append(vectors_note(counts.embedded, counts.chunks, embedding=False))
+                if counts.embedded == 0:  # nothing to compare a query vector with yet
+                    dims = 0
+            wanted = self.settings.search  # one_per_file: as MemoryService.search; the usefulness prior too
+            if one_per_file is not None:
+                wanted = dataclasses.replace(wanted, one_per_file=one_per_file)
+            searcher = HybridSearcher(
+                embedder,
+                wanted,
+                english_only_vectors=uses_bundled_english_model(self.settings.embedding),
+            )
+            k = max_results or wanted.max_results
+            outcome = searcher.search(
+                reader,
+                query,
+                dims=dims,
+                max_results=usefulness.fetch_count(wanted, k),
+                min_score=min_score,
+                sources=sources,
+                today=today,
+                filters=checked,
+            )
+            usefulness.apply_prior(reader, outcome, wanted, k)
+        finally:
+            snapshot.close()
+        outcome.notes.extend(notes)
+        if snapshot.identity.dims == 0:
+            outcome.notes.append("keyword-only mode: no embedding provider (embedding.provider = none)")
+        return outcome
+
+    def status(self) -> IndexStatus:
+        """As :meth:`MemoryService.status` for an index no process is writing."""
+        snapshot, _ = self._open()
+        try:
+            reader = snapshot.reader()
+            counts = reader.counts()
+            problems = reader.file_problems()
+        finally:
+            snapshot.close()
+        built = snapshot.identity
+        vectors = built.dims > 0
+        embedded, total = (counts.embedded, counts.chunks) if vectors else (0, 0)
+        notes = [vectors_note(embedded, total, embedding=False)] if embedded < total else []
+        return IndexStatus(
+            str(self.workspace.root),
+            str(self.path),
+            "ready",
+            SyncProgress(0, 0, ""),
+            "",
+            counts.files,
+            counts.chunks,
+            self.settings.embedding.provider,
+            built.model,
+            built.dims,
+            "hybrid" if vectors else "keyword",
+            VectorProgress(embedded, total, False),
+            notes,
+            [str(p) for p in self.config_problems],
+            list(problems),
+        )
+
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> FileLines:
+        """Lines of a memory file from disk (no index needed)."""
+        return read_lines(self.workspace, {}, path, from_line, lines)
