@@ -38,11 +38,13 @@ def test_near_duplicates_across_files_only() -> None:
         ),
     ]
     text = "# A\n\n## A\n" + body + "\n"
-    (p,) = hygiene.duplicate_problems("memory/a.md", mine, theirs, 0.95, text)
+    space = hygiene.VectorSpace(mine + theirs)
+    (p,) = hygiene.duplicate_problems("memory/a.md", space, 0.95, text)
     assert p.start == (2, 0) and p.end == (3, len(body))
     assert p.related[0].path == "MEMORY.md" and (p.related[0].start_line, p.related[0].end_line) == (7, 8)
-    assert hygiene.duplicate_problems("memory/a.md", mine, theirs, 0.999, text) == []
-    assert hygiene.duplicate_problems("memory/a.md", mine, mine, 0.5, text) == [], (
+    assert hygiene.duplicate_problems("memory/a.md", space, 0.999, text) == []
+    twin = hygiene.ChunkVector("memory/a.md", 9, 10, "A2", "## A2\n" + body, base)
+    assert hygiene.duplicate_problems("memory/a.md", hygiene.VectorSpace([*mine, twin]), 0.5, text) == [], (
         "same file is not a duplicate"
     )
 

@@ -6,7 +6,8 @@ Pure functions: no I/O, no index access, no editor types. Ranges are 0-based lin
 Checks:
 - ``secret``: a secret in the text (rule id as code; see :mod:`mnemo.secrets`);
 - ``injection-budget``: MEMORY.md lines that would be cut when it is injected into a session;
-- ``near-duplicate``: a chunk whose embedding is within ``threshold`` cosine of a chunk in another file;
+- ``near-duplicate``: a chunk whose embedding is within ``threshold`` cosine of a chunk in another file
+  (:func:`near_duplicate_pairs` lists every such pair, for consolidation);
 - ``broken-link``: ``[text](memory/x.md)`` or ``[[x]]`` pointing at a memory file that does not exist.
 """
 
@@ -127,25 +128,44 @@ def budget_problems(path: str, text: str, budget_chars: int) -> list[Problem]:
 
 
 # -- near-duplicates -------------------------------------------------------------------------------
-def duplicate_problems(
-    path: str, own: Sequence[ChunkVector], others: Sequence[ChunkVector], threshold: float, text: str
-) -> list[Problem]:
+class VectorSpace:
+    """The workspace's chunk vectors long enough to compare, normalised once: a whole-workspace pass asks
+    it for every file, so it must not stack and normalise all vectors again per file."""
+
+    def __init__(self, chunks: Sequence[ChunkVector]) -> None:
+        self.chunks = [c for c in chunks if len(c.text.strip()) >= MIN_DUPLICATE_CHARS]
+        dims = len(self.chunks[0].vector) if self.chunks else 0
+        self.matrix = (
+            _normalised(np.stack([c.vector for c in self.chunks])) if self.chunks else np.zeros((0, dims))
+        )
+        self.path_ids = np.zeros(len(self.chunks), dtype=np.int64)
+        self.rows: dict[str, list[int]] = {}
+        for i, chunk in enumerate(self.chunks):
+            self.rows.setdefault(chunk.path, []).append(i)
+        for n, rows in enumerate(self.rows.values()):
+            self.path_ids[rows] = n
+
+    def nearest_other(self, path: str) -> list[tuple[ChunkVector, ChunkVector, float]]:
+        """(chunk of ``path``, its most similar chunk in another file, cosine) for each chunk of ``path``."""
+        rows = self.rows.get(path, [])
+        if not rows or len(self.rows) < 2:
+            return []
+        sims = self.matrix[rows] @ self.matrix.T
+        sims[:, self.path_ids == self.path_ids[rows[0]]] = -2.0  # never the file itself
+        best = np.argmax(sims, axis=1)
+        return [
+            (self.chunks[r], self.chunks[int(j)], float(sims[k, j]))
+            for k, (r, j) in enumerate(zip(rows, best, strict=True))
+        ]
+
+
+def duplicate_problems(path: str, space: VectorSpace, threshold: float, text: str) -> list[Problem]:
     """Chunks of ``path`` whose nearest chunk in another file has cosine >= ``threshold``."""
-    mine = [c for c in own if len(c.text.strip()) >= MIN_DUPLICATE_CHARS]
-    theirs = [c for c in others if c.path != path and len(c.text.strip()) >= MIN_DUPLICATE_CHARS]
-    if not mine or not theirs:
-        return []
-    a = _normalised(np.stack([c.vector for c in mine]))
-    b = _normalised(np.stack([c.vector for c in theirs]))
-    sims = a @ b.T
     lines = _lines(text)
     out = []
-    for i, chunk in enumerate(mine):
-        j = int(np.argmax(sims[i]))
-        sim = float(sims[i, j])
+    for chunk, other, sim in space.nearest_other(path):
         if sim < threshold or chunk.end_line > len(lines):
             continue
-        other = theirs[j]
         where = f"{other.path}#L{other.start_line}-L{other.end_line}"
         out.append(
             Problem(
@@ -166,6 +186,29 @@ def duplicate_problems(
                 },
             )
         )
+    return out
+
+
+def similarities(rows: Sequence[ChunkVector], columns: Sequence[ChunkVector]) -> np.ndarray:
+    """Cosine similarity of every chunk of ``rows`` with every chunk of ``columns``."""
+    a = _normalised(np.stack([c.vector for c in rows]))
+    b = _normalised(np.stack([c.vector for c in columns]))
+    return np.asarray(a @ b.T)
+
+
+def near_duplicate_pairs(
+    chunks: Sequence[ChunkVector], threshold: float
+) -> list[tuple[ChunkVector, ChunkVector, float]]:
+    """Every pair of chunks in different files whose cosine is at least ``threshold``, once each (what
+    ``mnemo consolidate`` looks into for near-duplicate lines)."""
+    usable = [c for c in chunks if len(c.text.strip()) >= MIN_DUPLICATE_CHARS]
+    if len(usable) < 2:
+        return []
+    sims = similarities(usable, usable)
+    out = []
+    for i, j in zip(*np.nonzero(np.triu(sims >= threshold, k=1)), strict=True):
+        if usable[i].path != usable[j].path:
+            out.append((usable[i], usable[j], float(sims[i, j])))
     return out
 
 
@@ -254,15 +297,14 @@ def file_problems(
     *,
     known: Set[str],
     budget_chars: int,
-    own_vectors: Sequence[ChunkVector] = (),
-    other_vectors: Sequence[ChunkVector] = (),
+    vectors: VectorSpace | None = None,
     duplicate_threshold: float = 1.01,
 ) -> list[Problem]:
-    """All problems of one memory file, sorted by position."""
+    """All problems of one memory file, sorted by position (near-duplicates only with ``vectors``)."""
     problems = [
         *secret_problems(text),
         *budget_problems(path, text, budget_chars),
         *link_problems(path, text, known),
-        *duplicate_problems(path, own_vectors, other_vectors, duplicate_threshold, text),
+        *(duplicate_problems(path, vectors, duplicate_threshold, text) if vectors is not None else ()),
     ]
     return sorted(problems, key=lambda p: (p.start, p.kind))
