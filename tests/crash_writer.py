@@ -169,7 +169,7 @@ def crash_round(root: Path, rng: random.Random, round_no: int, *, max_delay_s: f
         assert store is not None and not memory.indexer.foreign
         counts = check_consistent(store.con)
         status = memory.status()
-        assert (status["files"], status["chunks"]) == (counts["files"], counts["chunks"])
+        assert (status.files, status.chunks) == (counts["files"], counts["chunks"])
         on_disk = 1 + len(list((root / "memory").glob("*.md")))
         assert counts["files"] == on_disk, f"{counts['files']} files indexed, {on_disk} on disk"
         n = rng.randrange(NOTES)

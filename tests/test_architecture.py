@@ -4,6 +4,7 @@ imports a front or the composition root, the fronts stay apart, and no mnemo mod
 Layers (docs/architecture.md):
 - fronts: the packages ``mnemo.lsp``, ``mnemo.gateway``, ``mnemo.cli`` and ``mnemo.__main__``;
 - the composition root and what reads every front's settings: :data:`ROOT`;
+- the wire format the fronts share (:data:`WIRE`: the core's typed results as JSON);
 - the core: every other package and module of ``mnemo`` (found on disk, so a new one is covered).
 """
 
@@ -20,6 +21,9 @@ FRONTS = ("mnemo.lsp", "mnemo.gateway", "mnemo.cli", "mnemo.__main__")
 """Front packages and modules; ``mnemo.cli_*`` modules are fronts too (:func:`is_front`)."""
 ROOT = ("mnemo.services", "mnemo.security")
 """The composition root, and the security audit, which reads every front's settings (the gateway's too)."""
+WIRE = ("mnemo.wire",)
+"""The wire format (camelCase JSON of docs/protocol.md), built by the fronts only: the core returns
+dataclasses and never imports it."""
 
 
 def _module_name(path: Path) -> str:
@@ -40,6 +44,10 @@ def is_front(module: str) -> bool:
 
 def is_root(module: str) -> bool:
     return _within(module, ROOT)
+
+
+def is_wire(module: str) -> bool:
+    return _within(module, WIRE)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -189,7 +197,7 @@ def _hits(found: set[str], prefixes: set[str] | tuple[str, ...]) -> list[str]:
 def core_units() -> list[str]:
     """Top-level core packages and modules of mnemo (everything that is neither a front nor root)."""
     units = {".".join(name.split(".")[:2]) for name in _modules() if name != "mnemo"}
-    return sorted(u for u in units if not is_front(u) and not is_root(u))
+    return sorted(u for u in units if not is_front(u) and not is_root(u) and not is_wire(u))
 
 
 def test_imports_resolver() -> None:
@@ -200,13 +208,24 @@ def test_imports_resolver() -> None:
 
 def test_layers_cover_every_module() -> None:
     units = core_units()
-    for expected in ("mnemo.agent", "mnemo.memory", "mnemo.editor", "mnemo.index", "mnemo.policy", "mnemo.config"):
+    for expected in (
+        "mnemo.agent",
+        "mnemo.memory",
+        "mnemo.editor",
+        "mnemo.index",
+        "mnemo.policy",
+        "mnemo.config",
+    ):
         assert expected in units
-    assert "mnemo.security" not in units and "mnemo.cli" not in units
+    assert "mnemo.security" not in units and "mnemo.cli" not in units and "mnemo.wire" not in units
     assert is_front("mnemo.cli.chat") and is_front("mnemo.cli.main") and is_front("mnemo.gateway.rpc")
-    assert not is_front("mnemo.memory.citations") and not is_front("mnemo.client") and not is_front("mnemo.clients")  # prefixes, not substrings
-    for name in ROOT:
-        assert name in _modules(), f"{name} is listed in ROOT but does not exist"
+    assert (
+        not is_front("mnemo.memory.citations")
+        and not is_front("mnemo.client")
+        and not is_front("mnemo.clients")
+    )  # prefixes, not substrings
+    for name in (*ROOT, *WIRE):
+        assert name in _modules(), f"{name} is listed in ROOT or WIRE but does not exist"
 
 
 def test_lsp_libraries_only_in_lsp_package() -> None:
@@ -226,7 +245,11 @@ def test_core_does_not_import_front_ends_or_the_root(unit: str) -> None:
     offenders = {}
     for name, path in _modules().items():
         if _within(name, (unit,)):
-            bad = sorted(m for m in imports(path) if m.startswith("mnemo.") and (is_front(m) or is_root(m)))
+            bad = sorted(
+                m
+                for m in imports(path)
+                if m.startswith("mnemo.") and (is_front(m) or is_root(m) or is_wire(m))
+            )
             if bad:
                 offenders[str(path.relative_to(PACKAGE))] = bad
     assert offenders == {}
@@ -275,3 +298,14 @@ def test_the_rpc_front_is_given_what_it_uses_not_the_gateway() -> None:
     """gateway/server.py builds the RPC front; the front never imports it back, not even for types."""
     assert not _hits(imports(PACKAGE / "gateway" / "rpc.py"), ("mnemo.gateway.server",))
     assert not _hits(imports(PACKAGE / "lsp" / "server.py"), ("mnemo.lsp.setup", "mnemo.lsp.handlers"))
+
+
+def test_the_wire_format_is_built_by_the_fronts_alone() -> None:
+    """Only fronts import mnemo.wire, and it loads no other mnemo module at run time (the LSP server
+    imports it before ``initialize`` is answered): the core's types are for type checking only."""
+    users = sorted(
+        name for name, path in _modules().items() if _hits(imports(path), WIRE) and not is_wire(name)
+    )
+    assert users and all(is_front(name) for name in users), users
+    assert {"mnemo.lsp.handlers.search", "mnemo.gateway.rpc", "mnemo.cli.chat"} <= set(users)
+    assert import_graph()["mnemo.wire"] == set()

@@ -8,6 +8,7 @@ Read from the sources (ast for Python, patterns for TypeScript, Lua and Markdown
 from __future__ import annotations
 
 import ast
+import json
 import re
 from functools import cache
 from pathlib import Path
@@ -17,9 +18,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PROTOCOL_PY = REPO / "server" / "mnemo" / "lsp" / "protocol.py"
 HANDLERS = REPO / "server" / "mnemo" / "lsp" / "handlers"
-MEMORY_SERVICE = REPO / "server" / "mnemo" / "memory" / "service.py"
+MEMORY = REPO / "server" / "mnemo" / "memory"
 PROTOCOL_TS = REPO / "clients" / "vscode" / "src" / "protocol.ts"
 PROTOCOL_LUA = REPO / "clients" / "neovim" / "lua" / "mnemo" / "protocol.lua"
+HEALTH_LUA = REPO / "clients" / "neovim" / "lua" / "mnemo" / "health.lua"
 DOCS = REPO / "docs" / "protocol.md"
 METHOD = re.compile(r"^mnemo/[a-zA-Z]+$")
 COMMAND = re.compile(r"^mnemo\.[a-zA-Z]+$")
@@ -130,14 +132,27 @@ def server_params(method: str) -> tuple[set[str], set[str]]:
 
 @cache
 def core_index_states() -> set[str]:
-    """Every string the core assigns to an ``IndexState.state`` (and its default)."""
+    """The states memory/status.py declares (``State = Literal[...]``, and ``IndexState.state``'s default)
+    and every string the memory package assigns to a ``.state``."""
     states: set[str] = set()
-    for node in ast.walk(ast.parse(MEMORY_SERVICE.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse((MEMORY / "status.py").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "State":
+            assert isinstance(node.value, ast.Subscript)
+            states.update(ast.literal_eval(node.value.slice))
         if isinstance(node, ast.ClassDef) and node.name == "IndexState":
             for item in node.body:
                 if isinstance(item, ast.AnnAssign) and getattr(item.target, "id", "") == "state":
                     assert isinstance(item.value, ast.Constant)
                     states.add(item.value.value)
+    for path in sorted(MEMORY.glob("*.py")):
+        states |= _assigned_states(ast.parse(path.read_text(encoding="utf-8")))
+    return states
+
+
+def _assigned_states(tree: ast.AST) -> set[str]:
+    """Strings assigned to ``x.state`` (also in tuple assignments)."""
+    states: set[str] = set()
+    for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 pairs = (
@@ -321,3 +336,58 @@ def test_index_states_agree() -> None:
         },
         set(states),
     )
+
+
+# -- the status object ----------------------------------------------------------------------------------
+def doc_status() -> dict[str, object]:
+    """The documented mnemo/status result: its JSON example, with the ``chatModel`` example in it."""
+    blocks = re.findall(r"```json\n(.*?)```", doc_section("mnemo/status"), re.S)
+    assert len(blocks) >= 2, "docs/protocol.md: mnemo/status needs its result and chatModel examples"
+    status: dict[str, object] = json.loads(blocks[0])
+    status["chatModel"] = json.loads("{" + blocks[1] + "}")["chatModel"]
+    return status
+
+
+def health_reads(name: str) -> set[str]:
+    """The fields clients/neovim/lua/mnemo/health.lua reads of the Lua table ``name`` (``status.files``)."""
+    return set(re.findall(rf"\b{name}\.(\w+)", HEALTH_LUA.read_text(encoding="utf-8")))
+
+
+def test_checkhealth_reads_only_documented_status_fields() -> None:
+    """:checkhealth shows what mnemo/status sends: no field the server never sends."""
+    documented = doc_status()
+    assert health_reads("status") and health_reads("status") <= set(documented)
+    for table, key in (("chat", "chatModel"), ("vectors", "vectors")):
+        nested = documented[key]
+        assert isinstance(nested, dict) and health_reads(table) <= set(nested), (table, health_reads(table))
+
+
+def test_the_vscode_status_type_has_the_documented_fields() -> None:
+    assert ts_fields("IndexStatus")[0] == set(doc_status())
+
+
+def test_the_documented_status_is_what_the_server_sends() -> None:
+    """docs/protocol.md's status example has exactly the fields mnemo.wire builds (nested ones too)."""
+    from mnemo import wire
+    from mnemo.agent.providers.auto import ChatSelection
+    from mnemo.index.api import FileProblem
+    from mnemo.memory.status import IndexStatus, SyncProgress, VectorProgress
+    from mnemo.services import ServerStatus
+
+    index = IndexStatus(
+        "/ws", "/ws/.mnemo/index.duckdb", "ready", SyncProgress(1, 1, ""), "", 1, 2, "local", "m", 384,
+        "hybrid", VectorProgress(1, 2, True), [], [], [FileProblem("memory/a.md", "too big")],
+    )  # fmt: skip
+    sent = wire.server_status(ServerStatus(index, ChatSelection("server", "openai", "m", "http://x/v1")))
+    documented = doc_status()
+
+    def shape(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: shape(v) for k, v in value.items()}
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            return [shape(value[0])]
+        return None
+
+    assert shape(sent) == shape(documented)
+    shared = wire.index_status(index.shared("another process", "gateway"))
+    assert set(shared) - set(sent) == {"writer", "role"} and "`writer`" in doc_section("mnemo/status")

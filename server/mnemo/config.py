@@ -28,6 +28,12 @@ class IndexSettings:
     """Larger files are skipped with a warning instead of being indexed."""
     include_sessions: bool = True
     """Index session transcripts (sessions/*.jsonl) as their own search source."""
+    backend: Literal["duckdb", "postgres"] = "duckdb"
+    """duckdb: one index file in ``dir``; postgres: a PostgreSQL database with pgvector shared by a team
+    (docs/team.md), named by the environment variable MNEMO_PG_DSN (never in this file)."""
+    namespace: str = ""
+    """postgres: this memory's name in the shared database (the same for every checkout of the
+    repository); empty: the workspace folder's name."""
 
 
 @dataclass
@@ -88,12 +94,18 @@ class SearchSettings:
     """Weight of hits in MEMORY.md, as a bounded boost: score x (memory_weight - 1), at most +/-0.03, so it
     orders near-ties and never beats a clearly better match (scores stay in [0, 1])."""
     sessions_below_notes: bool = True
-    """Session transcripts (sessions/*.jsonl) rank after notes unless a search asks only for sessions."""
+    """Session transcripts (sessions/*.jsonl) and archives rank after notes unless a search asks only for them."""
     mmr_lambda: float = 0.7
     mmr: bool = True
     snippet_chars: int = 700
     max_query_chars: int = 4096
     """Longer queries are cut to this many characters, with a note in the result (bounded search time)."""
+    one_per_file: bool = False
+    """Only the best chunk of each file in the results (a search's ``onePerFile`` overrides it)."""
+    usefulness_weight: float = 0.0
+    """How much feedback on the chat turns that used a chunk (thumbs, corrections, tool results) moves its
+    score: x(1 + weight x prior), prior in (-1, 1), at most 0.5. 0 = off (the default: on the benchmark it
+    did not help held-out questions; docs/benchmarks.md, "Feedback")."""
 
 
 @dataclass
@@ -114,6 +126,24 @@ class MemorySettings:
     short_term_days: int = 2
     """Daily notes of this many days (today, yesterday...) load into every chat context; older ones are
     archived: kept in memory/ and the index, reached through search only (0: none load)."""
+    consolidate_threshold: float = 0.6
+    """Word overlap (Jaccard of content words) at or above which two memory lines in different files are
+    near-duplicates for ``mnemo consolidate`` (chunks flagged by duplicate_threshold are looked at too)."""
+
+
+@dataclass
+class SessionsSettings:
+    """``[sessions]``: the monthly session archive (``sessions/<context>-<key>/YYYY-MM.md``, docs/architecture.md)."""
+
+    keep_raw: bool = True
+    """Keep the JSONL transcripts after their months are archived; false: a transcript whose every month
+    is archived (and that had nothing newer) is deleted by the archive run."""
+    summary: Literal["auto", "extractive"] = "auto"
+    """auto: the month's summary is written by the chat model when one is configured or found on loopback
+    (never the bundled demo model), else extractive; extractive: never a model (quoted lines only)."""
+    auto_archive: bool = True
+    """The editor's server and the gateway archive finished months at most once a day; false: only
+    ``mnemo archive`` (and the ``mnemo/archive`` / ``sessions.archive`` requests) do."""
 
 
 @dataclass
@@ -176,6 +206,7 @@ class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     agent: AgentSettings = field(default_factory=AgentSettings)
     memory: MemorySettings = field(default_factory=MemorySettings)
+    sessions: SessionsSettings = field(default_factory=SessionsSettings)
 
 
 @dataclass(frozen=True)
@@ -207,6 +238,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "search.mmr_lambda": (0.0, 1.0),
     "search.snippet_chars": (50, 100_000),
     "search.max_query_chars": (64, 1_000_000),
+    "search.usefulness_weight": (0.0, 0.5),
     "server.debounce_ms": (0, 60_000),
     "agent.context_window": (0, 2_000_000),
     "agent.reserve_floor": (0, 1_000_000),
@@ -223,6 +255,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "memory.injection_budget_chars": (100, 10_000_000),
     "memory.duplicate_threshold": (0.5, 1.0),
     "memory.short_term_days": (0, 31),
+    "memory.consolidate_threshold": (0.2, 1.0),
 }
 
 

@@ -65,12 +65,16 @@ class ScriptedModel:
     RUN_MARKER = "please list the build folder"
     RUN_COMMAND = "ls build"
     TOOL_DONE_REPLY = "The build folder holds junk.txt."
+    STEER_MARKER = "steer: answer in one line"
+    STEERED_REPLY = "Steered: one line."
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
 
     def reply(self, messages: list[dict[str, Any]]) -> str:
         texts = [str(m.get("content", "")) for m in messages]
+        if texts and self.STEER_MARKER in texts[-1]:  # a steering message is the newest: answer it
+            return self.STEERED_REPLY
         asked = [i for i, t in enumerate(texts) if self.RUN_MARKER in t and messages[i].get("role") == "user"]
         if asked:
             observed = any(t.startswith("[observation from") for t in texts[asked[-1] + 1 :])
@@ -163,6 +167,7 @@ SCRIPTS = [
     "test_chat.lua",
     "test_approval.lua",
     "test_chat_approval.lua",
+    "test_chat_steer.lua",
     "test_session.lua",
     "test_commit.lua",  # last: it commits the workspace
 ]
@@ -256,6 +261,16 @@ def test_approval_answered_in_neovim(suite: dict[str, dict[str, Any]]) -> None:
 
 def test_chat_tool_call_asks_approval(suite: dict[str, dict[str, Any]]) -> None:
     check(suite, "test_chat_approval.lua")
+
+
+def test_typing_while_a_turn_runs_steers_it(
+    suite: dict[str, dict[str, Any]], model_endpoint: tuple[str, ScriptedModel]
+) -> None:
+    check(suite, "test_chat_steer.lua")
+    steered = [r for r in model_endpoint[1].requests if ScriptedModel.STEER_MARKER in str(r["messages"][-1])]
+    assert steered, "the model never saw the steering message"
+    roles = [m["role"] for m in steered[0]["messages"]]
+    assert roles[-2:] == ["user", "user"], roles  # the tool's observation, then the steering
 
 
 def test_new_session_and_flush(suite: dict[str, dict[str, Any]]) -> None:

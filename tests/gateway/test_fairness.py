@@ -24,18 +24,17 @@ from mnemo.gateway.auth import client_proof
 from mnemo.gateway.rpc import BUSY, INVALID_PARAMS, SERVER_ERROR
 from mnemo.gateway.server import Gateway
 from mnemo.gateway.settings import gateway_settings_from_dict
+from mnemo.memory.reading import FileLines
+from mnemo.search.hybrid import ScoreParts, SearchHit, SearchOutcome
 
 from .conftest import TOKEN
 
 BIG = 200_000
 
 
-class Outcome:
-    def __init__(self, query: str) -> None:
-        self.query = query
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"query": self.query[:20], "results": [{"path": "MEMORY.md"}]}
+def outcome(query: str) -> SearchOutcome:
+    hit = SearchHit(1, "key", "MEMORY.md", "memory", 1, 1, "", "", ScoreParts(None, 1.0, 1.0, 1.0, 1.0, 1.0))
+    return SearchOutcome([hit], "keyword", "none", "", query[:20])
 
 
 class StandInMemory:
@@ -45,7 +44,7 @@ class StandInMemory:
         self.release = threading.Event()
         self.started = threading.Semaphore(0)
 
-    def search(self, query: str, *, max_results: int | None = None, filters: Any = None) -> Outcome:
+    def search(self, query: str, *, max_results: int | None = None, filters: Any = None) -> SearchOutcome:
         if query.startswith("slow"):
             self.started.release()
             self.release.wait(30)
@@ -53,13 +52,13 @@ class StandInMemory:
             raise duckdb.InternalException(
                 "INTERNAL Error: Failed to add to the HNSW index: Duplicate keys not allowed"
             )
-        return Outcome(query)
+        return outcome(query)
 
-    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
-        return {"path": path, "text": ""}
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> FileLines:
+        return FileLines(path, 1, 0, 0, "")
 
-    def status(self) -> dict[str, Any]:
-        return {"writer": "this process"}
+    def status(self) -> Any:
+        raise AssertionError("not asked")
 
 
 class NoAgent:

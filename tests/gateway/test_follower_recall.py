@@ -103,8 +103,8 @@ def test_a_followers_internal_search_is_not_counted_by_the_writer(editor: Servic
         def recalled() -> int:
             return sum(lens.times_retrieved for lens in editor.editor.lenses("memory/birds.md"))
 
-        hits = follower.search("zebrafinch hedge", record=False).as_dict()["results"]
-        assert [h["path"] for h in hits][:1] == ["memory/birds.md"] and recalled() == 0
+        hits = follower.search("zebrafinch hedge", record=False).results
+        assert [h.path for h in hits][:1] == ["memory/birds.md"] and recalled() == 0
         follower.search("zebrafinch hedge")
         assert recalled() == 1
     finally:

@@ -53,7 +53,7 @@ def test_tool_call_then_answer_streams_only_the_answer(
     # The second model call saw the observation, with its citation.
     observation = provider.calls[1][-1]
     assert observation.role == "user" and "PostgreSQL" in observation.content
-    assert any(c["path"] == "MEMORY.md" and c["origin"] == "tool" for c in reply.citations)
+    assert any(c.path == "MEMORY.md" and c.origin == "tool" for c in reply.citations)
     # Transcript lines are what the index reads (type + text).
     events = agent.store.load(reply.session_id).events
     assert events[2]["tool"] == "memory_search" and events[2]["args"] == {"query": "billing database"}
@@ -70,8 +70,8 @@ def test_recall_and_context_pieces(sample_workspace: Path, services_factory: Cal
     assert "deploy: Deploy the app to staging" in system  # skills list from front matter
     assert "standup at 10" in system and "2026-11-02" in system  # today's and yesterday's notes
     assert "row-level security" in system  # MEMORY.md in a private session
-    assert reply.citations and reply.citations[0]["origin"] == "recall"
-    assert f"[{reply.citations[0]['citation']}]" in system
+    assert reply.citations and reply.citations[0].origin == "recall"
+    assert f"[{reply.citations[0].citation}]" in system
 
 
 def test_group_session_never_sees_memory_md(
@@ -84,7 +84,7 @@ def test_group_session_never_sees_memory_md(
     reply = agent.chat("coffee preferences and billing PostgreSQL", kind="group", today=TODAY)
     system = provider.calls[0][0].content
     assert "dark roast" not in system and "Long-term memory" not in system
-    assert all(c["path"] != "MEMORY.md" for c in reply.citations)
+    assert all(c.path != "MEMORY.md" for c in reply.citations)
     assert "private" in provider.calls[1][-1].content
 
 
@@ -273,34 +273,21 @@ def test_flush_command_reports_what_was_kept_and_rejected(
 def test_weak_nearest_neighbours_do_not_count_as_recall(tmp_path: Path) -> None:
     from mnemo.agent.context import ContextBuilder
     from mnemo.agent.sessions import SessionStore
+    from mnemo.search.hybrid import ScoreParts, SearchHit, SearchOutcome
 
-    def hit(path: str, text: float, vector: float | None) -> dict[str, Any]:
-        return {
-            "path": path,
-            "startLine": 1,
-            "endLine": 1,
-            "score": 0.3,
-            "snippet": f"in {path}",
-            "source": "memory",
-            "citation": f"{path}#L1-L1",
-            "parts": {"text": text, "vector": vector},
-        }
+    def hit(path: str, text: float, vector: float | None) -> SearchHit:
+        parts = ScoreParts(vector, text, 0.0, 1.0, 1.0, 0.3)
+        return SearchHit(0, "key", path, "memory", 1, 1, "", f"in {path}", parts)
 
     class Memory:
         def __init__(self) -> None:
-            self.hits: list[dict[str, Any]] = []
+            self.hits: list[SearchHit] = []
 
-        def search(self, query: str, *, max_results: int | None = None) -> Any:
-            hits = self.hits
+        def search(self, query: str, *, max_results: int | None = None) -> SearchOutcome:
+            return SearchOutcome(self.hits, "hybrid", "local", "model", query)
 
-            class Result:
-                def as_dict(self) -> dict[str, Any]:
-                    return {"results": hits}
-
-            return Result()
-
-        def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
-            return {}
+        def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> Any:
+            raise AssertionError("not read")
 
     memory = Memory()
     builder = ContextBuilder(tmp_path, memory, ScriptedProvider())
@@ -311,7 +298,7 @@ def test_weak_nearest_neighbours_do_not_count_as_recall(tmp_path: Path) -> None:
     assert "memory/a.md" not in weak.messages[0].content
     memory.hits = [hit("memory/a.md", 0.0, 0.12), hit("memory/b.md", 0.0, 0.6), hit("memory/c.md", 0.4, None)]
     strong = builder.build(session, "zebra?")
-    assert [c["path"] for c in strong.citations] == ["memory/b.md", "memory/c.md"]
+    assert [c.path for c in strong.citations] == ["memory/b.md", "memory/c.md"]
     assert NOTHING_RECALLED not in strong.messages[0].content
 
 
@@ -358,9 +345,9 @@ def test_recall_counts_rise_by_one_per_turn_even_with_tool_steps(
     assert before and set(before.values()) == {0}
     first = agent.chat("Which database does the billing service use?", today=TODAY)
     assert first.tool_calls == 2 and len(provider.calls) == 3  # the context was built three times
-    recalled = [c for c in first.citations if c["origin"] == "recall" and c["path"] == "MEMORY.md"]
+    recalled = [c for c in first.citations if c.origin == "recall" and c.path == "MEMORY.md"]
     assert recalled, first.citations
-    line = recalled[0]["startLine"]
+    line = recalled[0].start_line
     after_one = _recall_counts(services, "MEMORY.md")
     assert after_one[line] == 1, after_one
     second = agent.chat("Which database does the billing service use?", first.session_id, today=TODAY)
@@ -391,6 +378,6 @@ def test_recall_never_brings_this_conversations_own_transcript_back(
     other = agent.chat("the quokkaberry locker is on floor three", today=TODAY)  # another session
     agent.memory.sync()  # both transcripts are indexed now
     reply = agent.chat("what is the quokkaberry locker code word?", first.session_id, today=TODAY)
-    recalled = {c["path"] for c in reply.citations if c["origin"] == "recall"}
+    recalled = {c.path for c in reply.citations if c.origin == "recall"}
     assert f"sessions/{first.session_id}.jsonl" not in recalled  # this conversation is not memory
     assert f"sessions/{other.session_id}.jsonl" in recalled  # another one is

@@ -120,6 +120,6 @@ def test_new_and_reset_save_snapshots(sample_workspace: Path, services_factory) 
     assert snapshot.is_file() and "Plan the garden party" in snapshot.read_text()
     agent.chat("hello again", made.session_id)
     reset = agent.reset_session(made.session_id)
-    assert reset["sessionId"] == made.session_id and reset["snapshot"]
+    assert reset.session_id == made.session_id and reset.snapshot
     assert [e["type"] for e in agent.store.load(made.session_id).events] == ["session"]
-    assert (sample_workspace / "sessions" / reset["archived"]).is_file()
+    assert reset.archived and (sample_workspace / "sessions" / reset.archived).is_file()

@@ -18,6 +18,7 @@ import httpx
 import pytest
 from tests.fake_chat_endpoint import Endpoint, chat_endpoint
 
+from mnemo import wire
 from mnemo.agent.providers import auto
 from mnemo.agent.providers.base import ChatMessage
 from mnemo.agent.providers.factory import BUNDLED_WINDOW, build_provider, describe, selection_of
@@ -212,11 +213,13 @@ def test_lsp_status_says_which_chat_model_answers(endpoint: Endpoint) -> None:
     from mnemo.services import Services  # what the mnemo/status handler calls
 
     settings = SimpleNamespace(agent=AgentSettings(auto_ports=[port_of(endpoint.url)]))
-    core = SimpleNamespace(memory=SimpleNamespace(status=lambda: {"state": "ready"}), settings=settings)
+    index = object()
+    core = SimpleNamespace(memory=SimpleNamespace(status=lambda: index), settings=settings)
     result = Services.status(core)  # type: ignore[arg-type]
-    assert result["state"] == "ready"
-    assert result["chatModel"]["kind"] == "server" and result["chatModel"]["model"] == "scripted"
-    assert result["chatModel"]["line"].startswith("chat model: scripted (")
+    assert result.index is index and result.chat_model is not None
+    chat = wire.chat_model(result.chat_model)  # mnemo/status's "chatModel"
+    assert chat is not None and chat["kind"] == "server" and chat["model"] == "scripted"
+    assert chat["line"].startswith("chat model: scripted (")
 
 
 # -- the CLI ----------------------------------------------------------------------------------------

@@ -43,10 +43,7 @@ def test_a_small_window_gets_top_k_snippets_under_a_budget(
     (sample_workspace / "memory" / f"{TODAY.isoformat()}.md").write_text("# today\n- standup at 10\n")
     agent, provider = agent_for(services_factory, sample_workspace, 1024, recall_results=10)
     assert provider.context_window <= COMPACT_WINDOW
-    ranked = [
-        h["citation"]
-        for h in agent.memory.search("billing payment batch", max_results=10).as_dict()["results"]
-    ]
+    ranked = [h.citation for h in agent.memory.search("billing payment batch", max_results=10).results]
     reply = agent.chat("billing payment batch", today=TODAY)
     system = provider.calls[0][0].content
     # Not the whole files: MEMORY.md, the daily notes, skills and the tool list are left to recall.
@@ -55,7 +52,7 @@ def test_a_small_window_gets_top_k_snippets_under_a_budget(
     assert ANSWER_FORMAT in system
     block = memory_block(system)
     assert provider.count_tokens(block) <= 1024 // 4
-    shown = [c["citation"] for c in reply.citations]
+    shown = [c.citation for c in reply.citations]
     assert 1 <= len(shown) < len(ranked) == 10  # the budget, not recall_results, stopped it
     assert shown == ranked[: len(shown)]  # the best-ranked ones, in rank order
     assert all(f"[{c}]" in block for c in shown)
@@ -77,7 +74,7 @@ def test_a_small_window_keeps_memory_md_out_of_group_sessions(
 ) -> None:
     agent, provider = agent_for(services_factory, sample_workspace, 1024)
     reply = agent.chat("billing PostgreSQL row-level security", kind="group", today=TODAY)
-    assert all(c["path"] != "MEMORY.md" for c in reply.citations)
+    assert all(c.path != "MEMORY.md" for c in reply.citations)
     assert "row-level security" not in provider.calls[0][0].content
 
 

@@ -62,8 +62,8 @@ def test_build_services_resolves_auto_and_status_says_which(make_workspace) -> N
     root, _ = _workspace(make_workspace, ENGLISH)
     services = build_services(root)
     try:
+        assert services.memory.embedder.provider == "local"  # resolved when the memory is built
         assert services.settings.embedding.provider == "local"
-        assert services.memory.embedder.provider == "local"
     finally:
         services.close()
 

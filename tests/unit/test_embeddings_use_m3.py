@@ -139,8 +139,8 @@ def test_memory_service_with_use_m3_on_a_chinese_workspace(tmp_path: Path, servi
     s = services_factory(tmp_path, provider="use-m3")
     s.memory.sync()
     status = s.memory.status()
-    assert status["provider"] == "use-m3" and status["mode"] == "hybrid"
-    assert status["model"].startswith("use-multilingual-v3@") and status["dims"] == 512
+    assert status.provider == "use-m3" and status.mode == "hybrid"
+    assert status.model.startswith("use-multilingual-v3@") and status.dims == 512
     for question, path in [
         ("发布时网站停了多久？", "memory/2026-11-03.md"),
         ("番茄叶子为什么发黄？", "memory/garden.md"),

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from mnemo import wire
 from mnemo.agent import Agent, ChatMessage, ScriptedProvider
 from mnemo.agent.flush import FLUSH_SYSTEM
 from mnemo.agent.flush_guard import Conversation, MemoryLines, check_items, is_complete, normalise
@@ -145,7 +146,7 @@ def test_at_most_n_items_and_dry_run_writes_nothing(
     assert [r.reason for r in dry.rejected] == ["over the limit of 3 items per flush"] * 4
     assert md_hashes(sample_workspace) == before and len(agent.store.load(sid).events) == events
     assert dry.summary() == f"would keep 3 item(s) in {dry.target}; rejected 4"
-    assert dry.as_dict()["dryRun"] is True and dry.as_dict()["items"][0]["turn"] == 1
+    assert wire.flush_report(dry)["dryRun"] is True and wire.flush_report(dry)["items"][0]["turn"] == 1
     real = agent.flush(sid)
     assert real.written == [real.target] and real.kept == 3
     assert agent.store.load(sid).events[-1]["type"] == "flush"

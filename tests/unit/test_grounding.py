@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mnemo import wire
 from mnemo.agent import Agent, ScriptedProvider
 from mnemo.agent.grounding import NO_MEMORY, Grounder, content_words
 from mnemo.config import AgentSettings
 from mnemo.errors import MnemoError
+from mnemo.search.hybrid import ScoreParts, SearchHit
 
 TODAY = date(2026, 12, 1)
 FILES: dict[str, str | bytes] = {
@@ -67,7 +70,7 @@ def test_strict_nothing_relevant_answers_without_calling_the_model(
     assert reply.text == NO_MEMORY and "".join(deltas) == NO_MEMORY
     assert provider.calls == []  # the model was never asked
     assert reply.grounding is not None and reply.grounding.action == "no-memory"
-    grounded = reply.as_dict()["grounded"]
+    grounded = wire.chat_reply(reply)["grounded"]
     assert grounded["mode"] == "strict" and grounded["reason"]
     assert reply.citations == []
     event = last_event(agent, reply.session_id)
@@ -110,8 +113,8 @@ def test_strict_prefers_the_newest_line_over_a_superseded_one(
     agent, _provider, _deltas = agent_with(
         services_factory, workspace, ["Billing uses CockroachDB for multi-region writes."]
     )
-    hits = agent.memory.search("Why did billing move to PostgreSQL?").as_dict()["results"]
-    assert hits[0]["path"] == "memory/2026-11-20.md"  # recall ranks the update first
+    hits = agent.memory.search("Why did billing move to PostgreSQL?").results
+    assert hits[0].path == "memory/2026-11-20.md"  # recall ranks the update first
     reply = agent.chat("Why did billing move to PostgreSQL?", today=TODAY)
     assert reply.text.startswith("> Billing moves from CockroachDB to PostgreSQL 16")
     assert "[memory/2026-11-20.md#L4]" in reply.text
@@ -178,7 +181,7 @@ def test_off_mode_leaves_every_answer_as_the_model_gave_it(
     assert agent.chat("Where does the staging cluster run?", today=TODAY).text == invented
     reply = agent.chat("What is the Wi-Fi password of the office?", today=TODAY)
     assert reply.text == "The password is hunter2." and len(provider.calls) == 2
-    assert reply.grounding is None and reply.as_dict()["grounded"] is None
+    assert reply.grounding is None and wire.chat_reply(reply)["grounded"] is None
 
 
 def test_cite_mode_appends_but_never_replaces(workspace: Path, services_factory: Callable[..., Any]) -> None:
@@ -197,7 +200,7 @@ def test_cite_mode_appends_but_never_replaces(workspace: Path, services_factory:
 
 def test_the_reply_names_the_chat_model(workspace: Path, services_factory: Callable[..., Any]) -> None:
     agent, _provider, _d = agent_with(services_factory, workspace, [])
-    reply = agent.chat("What is the Wi-Fi password of the office?", today=TODAY).as_dict()
+    reply = wire.chat_reply(agent.chat("What is the Wi-Fi password of the office?", today=TODAY))
     assert reply["chatModel"]["model"] == "scripted" and reply["chatModel"]["line"]
 
 
@@ -213,23 +216,28 @@ class NoFiles:
     def search(self, query: str, *, max_results: int | None = None, record: bool = True) -> Any:
         raise AssertionError("grounding never searches")
 
-    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> Any:
         raise MnemoError(f"{path}: gone")
+
+
+def recalled(path: str, start: int, end: int, snippet: str) -> SearchHit:
+    """A recall hit as the search returns it (only its place and snippet matter to grounding)."""
+    return SearchHit(
+        0, "key", path, "sessions", start, end, "", snippet, ScoreParts(None, 0.5, 1.0, 1.0, 1.0, 0.5)
+    )
 
 
 def test_the_question_itself_recalled_from_a_transcript_is_not_evidence() -> None:
     asked = "Say hello in one short sentence."
     hits = [
-        {"path": "sessions/s1.jsonl", "startLine": 1, "endLine": 2, "citation": "sessions/s1.jsonl#L1-L2",
-         "snippet": f"user: {asked}\nassistant: Hello there, friend."},
-        {"path": "sessions/s0.jsonl", "startLine": 1, "endLine": 1, "citation": "sessions/s0.jsonl#L1",
-         "snippet": f"user: {asked}"},
-    ]  # fmt: skip
+        recalled("sessions/s1.jsonl", 1, 2, f"user: {asked}\nassistant: Hello there, friend."),
+        recalled("sessions/s0.jsonl", 1, 1, f"user: {asked}"),
+    ]
     grounder = Grounder("strict", NoFiles(), "sessions/s1.jsonl")  # s1: the conversation under way
     found = grounder.before(asked, hits)
     assert found is not None and found.action == "no-memory"
     # An earlier session's answer is a model's unconfirmed words, not memory (as for the flush).
-    earlier = grounder.before("Say hello", [{**hits[0], "path": "sessions/s0.jsonl"}])
+    earlier = grounder.before("Say hello", [replace(hits[0], path="sessions/s0.jsonl")])
     assert earlier is not None and earlier.action == "no-memory"
 
 
@@ -266,11 +274,7 @@ def test_a_models_answer_in_another_transcript_is_not_evidence(
     root = make_workspace({"MEMORY.md": "# Memory\n\n- Coffee: dark roast, no sugar.\n"})
     memory = services_factory(root).memory
     grounder = Grounder("strict", memory)
-    hit = {
-        "path": "sessions/old.jsonl",
-        "startLine": 1,
-        "endLine": 2,
-        "citation": "sessions/old.jsonl#L1-L2",
-        "snippet": "user: what is my cat's name?\nassistant: The cat's name is Mira.",
-    }
+    hit = recalled(
+        "sessions/old.jsonl", 1, 2, "user: what is my cat's name?\nassistant: The cat's name is Mira."
+    )
     assert grounder.lines([hit]) == []

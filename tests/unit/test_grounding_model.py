@@ -40,11 +40,11 @@ def test_the_bundled_model_answers_grounded(
         assert agent.model_info().kind == "bundled" and agent.grounding_mode() == "strict"
         nothing = agent.chat("What is the Wi-Fi password of the office?")
         assert nothing.text == NO_MEMORY and nothing.grounding is not None
-        assert nothing.as_dict()["chatModel"]["kind"] == "bundled"
+        assert nothing.chat_model is not None and nothing.chat_model.kind == "bundled"
 
         answered = agent.chat("Where does the staging cluster run?")
         assert answered.grounding is not None and answered.grounding.action in ("kept", "cited", "quoted")
-        recalled = {(c["path"], c["startLine"], c["endLine"]) for c in answered.citations}
+        recalled = {(c.path, c.start_line, c.end_line) for c in answered.citations}
         shown = CITATION.findall(answered.text)
         assert shown, answered.text
         for path, start, end in shown:  # every citation in the text points into a recalled note

@@ -99,13 +99,13 @@ def test_internal_error_from_real_damage_is_survived(  # type: ignore[no-untyped
         damaged = memory.indexer.store
         outcome = memory.search(word("marker", 7))  # fails inside on the HNSW index, repaired, answered
         assert outcome.results[0].path == "memory/note-07.md"
-        assert memory._recoveries == 1 and memory.indexer.store is not damaged
+        assert memory.recovery.count == 1 and memory.indexer.store is not damaged
         rows = set(
             memory.indexer.store.con.execute("SELECT id, key, path, text, start_line FROM chunks").fetchall()
         )
         assert rows == before
         consistent(memory.indexer.store.con)
-        assert memory.status()["chunks"] == len(before)
+        assert memory.status().chunks == len(before)
     finally:
         memory.close()
 
@@ -116,7 +116,7 @@ def _built(make, hash_embedder, sample_notes) -> tuple[Path, dict[str, int]]:  #
     memory.sync()
     status = memory.status()
     memory.close()
-    return root, {"files": status["files"], "chunks": status["chunks"]}
+    return root, {"files": status.files, "chunks": status.chunks}
 
 
 @pytest.mark.parametrize("damage", ["missing hnsw", "duplicate rows", "fts out of step"])
@@ -170,7 +170,7 @@ def test_injected_internal_error_is_answered_and_repaired(  # type: ignore[no-un
         monkeypatch.setattr(memory.searcher, "search", failing_once)
         first = memory.indexer.store
         assert memory.search("PostgreSQL").results[0].path == "MEMORY.md"  # retried after the repair
-        assert memory.indexer.store is not first and memory._recoveries == 1
+        assert memory.indexer.store is not first and memory.recovery.count == 1
         consistent(memory.indexer.store.con)
 
         def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -181,6 +181,6 @@ def test_injected_internal_error_is_answered_and_repaired(  # type: ignore[no-un
             memory.search("PostgreSQL")
         monkeypatch.setattr(memory.searcher, "search", real)
         assert memory.search("PostgreSQL").results[0].path == "MEMORY.md"
-        assert memory.status()["state"] == "ready"
+        assert memory.status().state == "ready"
     finally:
         memory.close()

@@ -120,7 +120,7 @@ def test_mtime_only_change_does_not_rechunk(sample_workspace: Path, services_fac
     report = s.memory.sync()
     assert report.files_indexed == 0
     assert dict(s.memory.indexer.store.con.execute("SELECT key, id FROM chunks").fetchall()) == ids
-    mtime = s.memory.indexer.store.file_states()["memory/gardening.md"][1]
+    mtime = s.memory.indexer.store.file_states()["memory/gardening.md"].mtime
     assert mtime == path.stat().st_mtime  # the new mtime is recorded, so the next sync skips it
     monkeypatch.undo()
     assert s.memory.sync().files_indexed == 0
@@ -167,7 +167,7 @@ def test_bad_files_are_reported(make_workspace, services_factory, md_hashes, con
     assert "front matter" in problems["memory/frontmatter.md"]
     assert "memory/empty.md" not in problems and "memory/fine.md" not in problems
     # The status shows the same problems.
-    status = {p["path"]: p["problem"] for p in s.memory.status()["fileProblems"]}
+    status = {p.path: p.problem for p in s.memory.status().file_problems}
     assert status == problems
     # Every file has a row (so it is not re-read on every sync), bad ones without chunks.
     files = dict(s.memory.indexer.store.con.execute("SELECT path, chunks FROM files").fetchall())
@@ -181,7 +181,7 @@ def test_bad_files_are_reported(make_workspace, services_factory, md_hashes, con
     # A second sync re-reads nothing and the problems are still visible in the status.
     again = s.memory.sync()
     assert again.files_indexed == 0
-    assert {p["path"] for p in s.memory.status()["fileProblems"]} == set(problems)
+    assert {p.path for p in s.memory.status().file_problems} == set(problems)
 
 
 def test_large_file_under_default_limit_with_long_line(
@@ -246,7 +246,7 @@ def test_fixing_a_bad_file_clears_its_problem(make_workspace, services_factory) 
     (root / "memory" / "binary.md").write_text("# Fixed\n\nnow readable about harbours\n", encoding="utf-8")
     report = s.memory.sync()
     assert report.problems == []
-    assert s.memory.status()["fileProblems"] == []
+    assert s.memory.status().file_problems == []
     assert s.memory.search("harbours").results[0].path == "memory/binary.md"
 
 

@@ -70,7 +70,7 @@ def test_memory_service_cuts_long_queries_and_refuses_bad_ranges(
         memory.get("MEMORY.md", None, -3)
     with pytest.raises(InvalidInput, match="'from'"):
         memory.get("MEMORY.md", 0, None)
-    assert memory.get("MEMORY.md", 3, 1)["text"] == "- The billing service uses PostgreSQL."
+    assert memory.get("MEMORY.md", 3, 1).text == "- The billing service uses PostgreSQL."
 
 
 def test_max_query_chars_setting(

@@ -27,7 +27,7 @@ def test_search_sees_unsaved_buffer_without_waiting(
     assert hits and hits[0].path == "memory/gardening.md"
     assert not s.memory.has_pending()
     # get() reads the buffer, not the disk; the disk is untouched.
-    assert "quokka" in s.memory.get("memory/gardening.md")["text"]
+    assert "quokka" in s.memory.get("memory/gardening.md").text
     assert md_hashes(sample_workspace) == hashes
     # A new buffer for a file that does not exist on disk yet.
     s.memory.schedule_buffer("memory/new-topic.md", "# New\n\nmarmalade recipe\n", delay_s=3600)
@@ -83,12 +83,12 @@ def test_get_line_windows(make_workspace, services_factory) -> None:  # type: ig
     root = make_workspace({"memory/ten.md": "\n".join(lines) + "\n", "memory/bin.md": b"\x00\x01"})
     s = services_factory(root)
     whole = s.memory.get("memory/ten.md")
-    assert whole["text"].splitlines() == lines and whole["totalLines"] == 10 and whole["from"] == 1
+    assert whole.text.splitlines() == lines and whole.total_lines == 10 and whole.start == 1
     window = s.memory.get("memory/ten.md", 3, 4)
-    assert window["text"] == "line 3\nline 4\nline 5\nline 6"
-    assert (window["from"], window["lines"], window["path"]) == (3, 4, "memory/ten.md")
+    assert window.text == "line 3\nline 4\nline 5\nline 6"
+    assert (window.start, window.lines, window.path) == (3, 4, "memory/ten.md")
     tail = s.memory.get("memory/ten.md", 9, 100)
-    assert tail["text"] == "line 9\nline 10" and tail["lines"] == 2
+    assert tail.text == "line 9\nline 10" and tail.lines == 2
     from mnemo.memory.limits import InvalidInput
 
     with pytest.raises(InvalidInput):  # from is 1-based: 0 is an error, not silently line 1
@@ -106,18 +106,18 @@ def test_status_fields(sample_workspace: Path, services_factory) -> None:  # typ
     (sample_workspace / "memory" / "bad.md").write_bytes(b"\x00")
     s = services_factory(sample_workspace)
     before = s.memory.status()
-    assert before["state"] == "not indexed" and before["files"] == 0
+    assert before.state == "not indexed" and before.files == 0
     s.memory.sync()
     st = s.memory.status()
-    assert st["state"] == "ready"
-    assert st["workspace"] == str(sample_workspace.resolve())
-    assert st["index"].endswith("index.duckdb")
-    assert st["files"] == 6  # five sample notes + bad.md
-    assert st["chunks"] == s.memory.indexer.store.counts()["chunks"] > 0
-    assert (st["provider"], st["mode"], st["dims"], st["model"]) == ("none", "keyword", 0, "none")
-    assert st["progress"]["total"] == 6
-    assert len(st["configProblems"]) == 1 and "search.max_results" in st["configProblems"][0]
-    assert [p["path"] for p in st["fileProblems"]] == ["memory/bad.md"]
+    assert st.state == "ready"
+    assert st.workspace == str(sample_workspace.resolve())
+    assert st.index.endswith("index.duckdb")
+    assert st.files == 6  # five sample notes + bad.md
+    assert st.chunks == s.memory.indexer.store.counts().chunks > 0
+    assert (st.provider, st.mode, st.dims, st.model) == ("none", "keyword", 0, "none")
+    assert st.progress.total == 6
+    assert len(st.config_problems) == 1 and "search.max_results" in st.config_problems[0]
+    assert [p.path for p in st.file_problems] == ["memory/bad.md"]
 
 
 def test_index_of_another_model_is_read_not_written(  # type: ignore[no-untyped-def]
@@ -154,11 +154,11 @@ def test_index_of_another_model_is_read_not_written(  # type: ignore[no-untyped-
         assert memory.search("wombat").results == []  # the buffer waits for the rebuild
         assert consistent(store.con) == rows and store.identity.provider == "fake"
         status = memory.status()
-        assert (status["mode"], status["model"], status["notes"]) == ("keyword", "hash-v1", [note])
+        assert (status.mode, status.model, status.notes) == ("keyword", "hash-v1", [note])
         assert memory.sync(replace="any").rebuilt
         assert memory.search("wombat").results[0].path == "MEMORY.md"
         assert memory.search("quince").results[0].path == "memory/gardening.md"
-        assert memory.status()["notes"] == []
+        assert memory.status().notes == []
     finally:
         memory.close()
 

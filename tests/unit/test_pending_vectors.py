@@ -90,9 +90,9 @@ def test_keyword_search_answers_before_any_vector(make_workspace) -> None:  # ty
         assert outcome.mode == "keyword"  # no vector to compare a query vector with: the model is not asked
         assert any("0 of 8 chunks embedded" in note for note in outcome.notes), outcome.notes
         status = memory.status()
-        assert status["mode"] == "hybrid" and status["vectors"]["embedded"] == 0
-        assert status["vectors"]["chunks"] == 8 and status["vectors"]["embedding"] is True
-        assert any("embedding continues in the background" in note for note in status["notes"])
+        assert status.mode == "hybrid" and status.vectors.embedded == 0
+        assert status.vectors.chunks == 8 and status.vectors.embedding is True
+        assert any("embedding continues in the background" in note for note in status.notes)
 
         embedder.allow(3)  # MEMORY.md and the two newest notes
         seen: list[tuple[int, int]] = []
@@ -100,8 +100,8 @@ def test_keyword_search_answers_before_any_vector(make_workspace) -> None:  # ty
         assert memory.wait_for_vectors(lambda e, t: seen.append((e, t)))
         assert seen[-1] == (8, 8)
         status = memory.status()
-        assert status["vectors"] == {"embedded": 8, "chunks": 8, "embedding": False}
-        assert status["notes"] == []
+        assert (status.vectors.embedded, status.vectors.chunks, status.vectors.embedding) == (8, 8, False)
+        assert status.notes == []
         outcome = memory.search("PostgreSQL")
         assert outcome.mode == "hybrid" and outcome.results[0].parts.vector is not None
         assert not any("embedded" in note for note in outcome.notes)
@@ -137,7 +137,7 @@ def test_partial_vectors_rank_pending_chunks_by_their_keyword_score(make_workspa
     memory = service(root, embedder)
     try:
         memory.sync(vectors="later")
-        step = pending.embed_step(memory.indexer.writable_store, embedder, memory.indexer.embed_lock, limit=1)
+        step = pending.embed_step(memory.indexer.writable_store, embedder, limit=1)
         assert step is not None and (step.filled, step.pending, step.total) == (1, 5, 6)
         outcome = memory.search("zucchini")  # gardening.md: undated, so still pending
         assert outcome.mode == "hybrid"
@@ -190,7 +190,7 @@ def test_cancel_stops_between_texts_and_the_next_wake_resumes(make_workspace) ->
         embedded, total = memory.vector_counts()
         # what was embedded before the cancel is committed; the text in hand then is finished
         assert total == 12 and embedded <= 3
-        assert memory.status()["vectors"]["embedding"] is False
+        assert memory.status().vectors.embedding is False
         cancel.clear()
         embedder.gate.set()
         sync_in_thread(memory)  # the next sync (a restart's, a re-index) wakes it again

@@ -141,7 +141,7 @@ def test_always_allow_writes_a_rule_a_fresh_load_honours(ws: Path, audit: AuditL
 def test_always_allow_exec_adds_one_rule_per_segment(
     ws: Path, audit: AuditLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gate_mod.ToolGate, "_exec", lambda self, command: ("ran", 0))
+    monkeypatch.setattr(gate_mod.ToolGate, "_exec", lambda self, command, *_: ("ran", 0))
     gate = ToolGate(ws, load_policy(ws), audit, Scripted("always", "deny"))
     assert gate.call("s1", "exec", {"command": "ls -la *.md | wc -l"}).ok
     assert [r.pattern for r in load_policy(ws).rules] == ["ls -la '[*].md'", "wc -l"]  # literal, not a glob
@@ -293,7 +293,7 @@ def test_issue14_reproductions_are_refused_before_anything_runs(
 def test_always_is_not_offered_for_a_builtin_confirm_no_rule_can_relax(
     ws: Path, audit: AuditLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gate_mod.ToolGate, "_exec", lambda self, command: ("ran", 0))
+    monkeypatch.setattr(gate_mod.ToolGate, "_exec", lambda self, command, *_: ("ran", 0))
     approver = Scripted("always", "allow_once")
     gate = ToolGate(ws, load_policy(ws), audit, approver)
     command = "python3 -c 'print(1)'"  # inline code: a built-in confirmation, whatever mnemo.toml allows

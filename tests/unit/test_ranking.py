@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import threading
 from datetime import date, timedelta
 
 import pytest
 
 from mnemo.config import SearchSettings
 from mnemo.embeddings import NoneEmbedder
+from mnemo.index.api import ChunkRecord
 from mnemo.search import lines, ranking, select
 from mnemo.search.hybrid import HybridSearcher, ScoreParts, SearchHit, _Candidate
 from mnemo.text.terms import token_set
@@ -145,12 +146,12 @@ TODAY = date(2026, 11, 30)
 def _cand(cid: int, path: str, day: date | None, text: str, score: float) -> _Candidate:
     kind = "evergreen" if day is None else "daily"
     c = _Candidate(cid, vector=None, bm25=1.0, text=score)
-    c.row = (cid, f"k{cid}", path, "memory", kind, day, 1, 2, "", text)
+    c.record = ChunkRecord(cid, f"k{cid}", path, "memory", kind, day, 1, 2, "", text)
     return c
 
 
 def _rank(cands: list[_Candidate], query: str = "q", **settings: object):  # type: ignore[no-untyped-def]
-    searcher = HybridSearcher(NoneEmbedder(), SearchSettings(**settings), threading.Lock())  # type: ignore[arg-type]
+    searcher = HybridSearcher(NoneEmbedder(), SearchSettings(**settings))  # type: ignore[arg-type]
     return {h.path: h.parts for h in searcher._rank(cands, query, TODAY, 0)}
 
 
@@ -282,7 +283,7 @@ def _daily(cid: int, day: date, fact: str, score: float, filler: tuple[str, ...]
         [f"# {day.isoformat()}", "", "## Decisions", "", *(f"- {f}" for f in filler), f"- {fact}"]
     )
     c = _cand(cid, f"memory/{day.isoformat()}.md", day, text, score)
-    c.row = (*c.row[:6], 1, text.count("\n") + 1, *c.row[8:])
+    c.record = dataclasses.replace(c.row, start_line=1, end_line=text.count("\n") + 1)
     return c
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from tests.conftest import local_model_services
 
+from mnemo import wire
 from mnemo.services import Services, build_services
 from mnemo.text.terms import index_terms, query_terms
 
@@ -71,7 +72,7 @@ def test_results_carry_parts_and_citation(services: Services) -> None:
     outcome = services.memory.search("staging deploy migration", min_score=0.0)
     assert outcome.results
     for hit in outcome.results:
-        d = hit.as_dict()
+        d = wire.search_hit(hit)
         assert re.fullmatch(r"[^#]+#L\d+-L\d+", d["citation"])
         assert d["citation"] == f"{d['path']}#L{d['startLine']}-L{d['endLine']}"
         assert d["startLine"] <= d["endLine"]
@@ -83,7 +84,7 @@ def test_results_carry_parts_and_citation(services: Services) -> None:
     # The cited lines are the lines of the snippet.
     hit = outcome.results[0]
     got = services.memory.get(hit.path, hit.start_line, hit.end_line - hit.start_line + 1)
-    assert got["text"].splitlines()[0] == hit.snippet.splitlines()[0]
+    assert got.text.splitlines()[0] == hit.snippet.splitlines()[0]
 
 
 def test_snippet_is_capped(services: Services) -> None:
@@ -164,8 +165,6 @@ class TestLocalModel:
 
 
 def test_cjk_queries_lean_on_bm25_with_the_bundled_english_model() -> None:
-    import threading
-
     from mnemo.config import SearchSettings
     from mnemo.search.hybrid import HybridSearcher
     from mnemo.text.terms import cjk_share
@@ -173,13 +172,13 @@ def test_cjk_queries_lean_on_bm25_with_the_bundled_english_model() -> None:
     assert cjk_share("数据库迁移") == 1.0 and cjk_share("billing database") == 0.0
     assert 0.5 < cjk_share("API 设计评审") < 1.0 and cjk_share("  ") == 0.0
     embedder = object()
-    bundled = HybridSearcher(embedder, SearchSettings(), threading.Lock(), english_only_vectors=True)  # type: ignore[arg-type]
+    bundled = HybridSearcher(embedder, SearchSettings(), english_only_vectors=True)  # type: ignore[arg-type]
     assert bundled.vector_weight("billing database") == 0.7
     assert bundled.vector_weight("数据库集群迁移") == 0.0  # MiniLM's vectors of Chinese are noise
     assert bundled.vector_weight("API 设计评审") == 0.0
-    other = HybridSearcher(embedder, SearchSettings(), threading.Lock())  # type: ignore[arg-type]
+    other = HybridSearcher(embedder, SearchSettings())  # type: ignore[arg-type]
     assert other.vector_weight("数据库集群迁移") == 0.7, "another model keeps the configured weight"
-    chosen = HybridSearcher(embedder, SearchSettings(cjk_vector_weight=0.5), threading.Lock())  # type: ignore[arg-type]
+    chosen = HybridSearcher(embedder, SearchSettings(cjk_vector_weight=0.5))  # type: ignore[arg-type]
     assert chosen.vector_weight("数据库集群迁移") == 0.5 and chosen.vector_weight("database") == 0.7
 
 
@@ -265,7 +264,7 @@ def test_sessions_rank_below_notes(issue20: Services) -> None:
 def test_scores_and_weights_are_explained(issue20: Services) -> None:
     outcome = issue20.memory.search("Atlas 单元测试")
     assert outcome.results
-    d = outcome.as_dict()
+    d = wire.search_outcome(outcome)
     assert d["weights"]["text"] == 1.0 and d["weights"]["cut"].startswith("relative")
     for hit in d["results"]:
         assert 0.0 <= hit["score"] <= 1.0

@@ -10,10 +10,10 @@ import duckdb
 import numpy as np
 import pytest
 
+from mnemo.index.reader import vector_literal, vector_query
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.memory.limits import InvalidInput
 from mnemo.search.filters import check_filters
-from mnemo.search.hybrid import vector_literal, vector_query
 from mnemo.services import Services, build_services
 
 SEPTEMBER = {

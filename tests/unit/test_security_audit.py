@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from mnemo import wire
 from mnemo.cli.main import main
 from mnemo.config import load_settings
 from mnemo.policy import sandbox
@@ -50,7 +51,7 @@ def ids(report: SecurityReport) -> dict[str, Finding]:
 def test_clean_workspace_has_no_findings(make_workspace: Any, audit: Audit) -> None:
     report = audit(make_workspace(NOTES))
     assert report.findings == [] and report.exit_code == EXIT_CODES["clean"] == 0
-    assert report.as_dict()["counts"] == {"critical": 0, "warn": 0, "info": 0}
+    assert wire.security_report(report)["counts"] == {"critical": 0, "warn": 0, "info": 0}
 
 
 @pytest.mark.parametrize(

@@ -41,8 +41,8 @@ def test_context_loads_today_and_yesterday_only(make_workspace, services_factory
     system = _system(provider)
     assert "TODAYNOTE" in system and "YESTERDAYNOTE" in system
     assert "OLDERNOTE" not in system  # archived: left the automatic context...
-    found = agent.memory.search("OLDERNOTE invoices").as_dict()["results"]
-    assert [h["path"] for h in found] == ["memory/2026-11-01.md"]  # ...still in the index
+    found = agent.memory.search("OLDERNOTE invoices").results
+    assert [h.path for h in found] == ["memory/2026-11-01.md"]  # ...still in the index
 
 
 def test_short_term_days_setting(make_workspace, services_factory) -> None:  # type: ignore[no-untyped-def]

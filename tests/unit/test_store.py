@@ -55,7 +55,7 @@ def test_corrupt_index_is_rebuilt(sample_workspace: Path, services_factory, cons
     assert report.rebuilt
     _check_search(s2.memory)
     status = s2.memory.status()
-    assert (status["files"], status["chunks"]) == (counts["files"], counts["chunks"])
+    assert (status.files, status.chunks) == (counts.files, counts.chunks)
     consistent(s2.memory.indexer.store.con)
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mnemo.index.reader import vector_literal, vector_query
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
-from mnemo.search.hybrid import vector_literal, vector_query
 
 
 def _store(tmp_path: Path, n: int = 50, dims: int = 8) -> tuple[ChunkStore, np.ndarray]:

@@ -30,7 +30,7 @@ export const ErrorCodes = {
 
 // ---- memory ------------------------------------------------------------------------------------
 
-export type Source = "memory" | "skills" | "sessions";
+export type Source = "memory" | "skills" | "sessions" | "archive";
 
 export interface MemorySearchParams {
   query: string;
@@ -38,8 +38,18 @@ export interface MemorySearchParams {
   minScore?: number;
   sources?: Source[];
   filters?: SearchFilters;
+  /** only the best chunk of each file (default: the server's search.one_per_file) */
+  onePerFile?: boolean;
 }
-export type FileKind = "memory" | "topic" | "evergreen" | "daily" | "snapshot" | "skill" | "session";
+export type FileKind =
+  | "memory"
+  | "topic"
+  | "evergreen"
+  | "daily"
+  | "snapshot"
+  | "skill"
+  | "session"
+  | "archive";
 /** Restrict the candidates before ranking (docs/protocol.md, "Search filters"). */
 export interface SearchFilters {
   tags?: string[];
@@ -48,6 +58,8 @@ export interface SearchFilters {
   until?: string; // YYYY-MM-DD
   project?: string;
   type?: string;
+  /** session archives of this channel ("editor", "telegram", ...) */
+  channel?: string;
 }
 export interface ScoreParts {
   vector: number | null;
@@ -119,6 +131,10 @@ export interface IndexStatus {
   model: string;
   dims: number | null;
   mode: "hybrid" | "keyword";
+  /** chunks with a vector, all chunks, and whether the background embedding is at work */
+  vectors: { embedded: number; chunks: number; embedding: boolean };
+  /** for the user: an index built for another model, how far the embedding is */
+  notes: string[];
   configProblems: string[];
   fileProblems: { path: string; problem: string }[];
   /** mnemo/status only (never in mnemo/indexStatus); null when it cannot be told */
@@ -192,6 +208,16 @@ export interface ChatDelta {
   requestId?: string | number;
   delta: string;
 }
+/** `mnemo/steer`: a message for the turn a `mnemo/chat` of the session is running. */
+export interface SteerParams {
+  sessionId: string;
+  message: string;
+}
+/** injected: the running turn answers it; queued: after its compaction; idle: no turn runs, send it with mnemo/chat */
+export type SteerState = "injected" | "queued" | "idle";
+export interface SteerResult {
+  state: SteerState;
+}
 export interface SessionInfo {
   sessionId: string;
   kind?: SessionKind;
@@ -225,6 +251,7 @@ export interface ResetSessionResult {
 
 export const Chat = req<ChatParams, ChatResult>("mnemo/chat");
 export const ChatDeltaNote = note<ChatDelta>("mnemo/chatDelta");
+export const Steer = req<SteerParams, SteerResult>("mnemo/steer");
 export const Sessions = req<Record<string, never>, SessionsResult>("mnemo/sessions");
 export const NewSession = req<NewSessionParams, NewSessionResult>("mnemo/newSession");
 export const ResetSession = req<SessionParams, ResetSessionResult>("mnemo/resetSession");
@@ -363,6 +390,88 @@ export const History = req<HistoryParams, HistoryResult>("mnemo/history");
 /** `workspace/executeCommand` commands (`[{...params}]`), as used by code lenses and code actions. */
 export const CMD_COMMIT = "mnemo.commit";
 export const CMD_HISTORY = "mnemo.history";
+
+// ---- session archive ---------------------------------------------------------------------------
+
+export interface ArchiveParams {
+  /** YYYY-MM: only this finished month, written again; default: every finished month not archived yet */
+  month?: string;
+  /** say what would be archived; write nothing */
+  dryRun?: boolean;
+}
+export interface ArchivedMonth {
+  path: string;
+  month: string;
+  context: "private" | "group";
+  channel: string;
+  peer: string;
+  sessions: string[];
+  messages: number;
+  /** "extractive" or "model NAME" */
+  summary: string;
+  notes: string[];
+}
+export interface ArchiveReport {
+  dryRun: boolean;
+  months: ArchivedMonth[];
+  already: number;
+  skipped: { sessionId: string; reason: string }[];
+  removed: string[];
+}
+export interface MarkSessionParams {
+  sessionId: string;
+  /** the user marks the conversation private: archived only with consent */
+  private?: boolean;
+  /** consent to archive it although it is marked private */
+  archiveConsent?: boolean;
+}
+export interface SessionMarks {
+  sessionId: string;
+  private: boolean;
+  archiveConsent: boolean;
+}
+export const Archive = req<ArchiveParams, ArchiveReport>("mnemo/archive");
+export const MarkSession = req<MarkSessionParams, SessionMarks>("mnemo/markSession");
+
+// ---- feedback and consolidation -----------------------------------------------------------------
+
+export interface FeedbackParams {
+  sessionId: string;
+  /** 1-based turn of the session (its messages sent with mnemo/chat); default: the latest */
+  turn?: number;
+  useful: boolean;
+}
+export interface FeedbackResult {
+  sessionId: string;
+  turn: number;
+  useful: boolean;
+  /** "explicit" for this request; "tool" | "kept" | "corrected" for what the server reads itself */
+  signal: string;
+  chunks: { path: string; startLine: number; endLine: number; citation: string }[];
+}
+export interface ConsolidateParams {
+  /** let the chat model merge each cluster (default true; the newest copy otherwise) */
+  useModel?: boolean;
+}
+export interface ConsolidationCluster {
+  keep: string;
+  text: string;
+  how: "newest" | "model";
+  note: string;
+  lines: { citation: string; text: string }[];
+}
+export interface ConsolidateResult {
+  clusters: ConsolidationCluster[];
+  model: string;
+  notes: string[];
+  diff: string;
+  /** an LSP WorkspaceEdit for the user to review before it is applied */
+  edit: Record<string, unknown>;
+}
+export const Feedback = req<FeedbackParams, FeedbackResult>("mnemo/feedback");
+export const Consolidate = req<ConsolidateParams, ConsolidateResult>("mnemo/consolidate");
+/** Command: the same proposal sent as workspace/applyEdit (the editor asks the user to confirm). */
+export const CMD_CONSOLIDATE = "mnemo.consolidate";
 
 /** Diagnostics mnemo publishes carry this source. */
 export const DIAGNOSTIC_SOURCE = "mnemo";

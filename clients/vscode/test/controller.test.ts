@@ -93,6 +93,53 @@ describe("ChatController chat", () => {
     void second;
   });
 
+  it("typing while an answer streams steers the running turn; its answer streams into a new bubble", async () => {
+    const answer = deferred<unknown>();
+    const { backend, calls } = fakeBackend({
+      "mnemo/chat": () => answer.promise,
+      "mnemo/steer": async () => ({ state: "injected" }),
+      "mnemo/sessions": async () => ({ sessions: [] }),
+    });
+    const c = new ChatController(backend);
+    const sending = c.handle({ type: "send", text: "deploy notes?" });
+    c.onDelta({ sessionId: "s1", requestId: 1, delta: "Looking" });
+    await c.handle({ type: "send", text: "only staging" });
+    assert.deepEqual(calls.find((x) => x.method === "mnemo/steer")?.params, { sessionId: "s1", message: "only staging" });
+    assert.equal(calls.filter((x) => x.method === "mnemo/chat").length, 1, "no second turn");
+    c.onDelta({ sessionId: "s1", requestId: 1, delta: "Staging: migrations first." });
+    answer.resolve({ sessionId: "s1", text: "Looking\n\nStaging: migrations first.", citations: [] });
+    await sending;
+    assert.deepEqual(
+      c.snapshot.messages.map((m) => [m.role, m.text, !!m.streaming]),
+      [
+        ["user", "deploy notes?", false],
+        ["assistant", "Looking", false],
+        ["user", "only staging", false],
+        ["assistant", "Staging: migrations first.", false],
+      ],
+    );
+  });
+
+  it("a message the turn cannot take (idle) is sent as the next turn", async () => {
+    const first = deferred<unknown>();
+    const { backend, calls } = fakeBackend({
+      "mnemo/chat": (p) => ((p as { message: string }).message === "one" ? first.promise : Promise.resolve({ sessionId: "s1", text: "two done" })),
+      "mnemo/steer": async () => ({ state: "idle" }),
+      "mnemo/sessions": async () => ({ sessions: [] }),
+    });
+    const c = new ChatController(backend);
+    const sending = c.handle({ type: "send", text: "one" });
+    c.onDelta({ sessionId: "s1", delta: "..." });
+    await c.handle({ type: "send", text: "two" });
+    first.resolve({ sessionId: "s1", text: "one done" });
+    await sending;
+    assert.deepEqual(
+      calls.filter((x) => x.method === "mnemo/chat").map((x) => x.params),
+      [{ message: "one" }, { sessionId: "s1", message: "two" }],
+    );
+    assert.deepEqual(c.snapshot.messages.map((m) => m.text), ["one", "one done", "two", "two done"]);
+  });
+
   it("ignores deltas when no request is waiting, and empty messages", async () => {
     const { backend, calls } = fakeBackend();
     const c = new ChatController(backend);
@@ -293,5 +340,40 @@ describe("ChatController citations", () => {
     const c = new ChatController(f.backend);
     await c.handle({ type: "openCitation", citation: { path: "memory/a.md", startLine: 3, endLine: 6 } });
     assert.deepEqual(f.opened, [{ path: "memory/a.md", startLine: 3, endLine: 6 }]);
+  });
+});
+
+describe("ChatController feedback", () => {
+  it("rates only the latest answer, with mnemo/feedback on the session's latest turn", async () => {
+    const { backend, calls } = fakeBackend({
+      "mnemo/chat": async () => ({ text: "PostgreSQL.", citations: [], sessionId: "s1" }),
+      "mnemo/sessions": async () => ({ sessions: [] }),
+      "mnemo/feedback": async () => ({ sessionId: "s1", turn: 2, useful: false, signal: "explicit", chunks: [{}] }),
+    });
+    const c = new ChatController(backend);
+    await c.send("first");
+    await c.send("second");
+    const answers = c.snapshot.messages.filter((m) => m.role === "assistant");
+    assert.deepEqual(answers.map((m) => m.rateable), [false, true]);
+    await c.handle({ type: "feedback", messageId: answers[0].id, useful: true }); // not the latest: ignored
+    assert.equal(calls.filter((x) => x.method === "mnemo/feedback").length, 0);
+    await c.handle({ type: "feedback", messageId: answers[1].id, useful: false });
+    assert.deepEqual(calls.find((x) => x.method === "mnemo/feedback")?.params, { sessionId: "s1", useful: false });
+    assert.equal(c.snapshot.messages.find((m) => m.id === answers[1].id)?.rated, "down");
+  });
+
+  it("notes a server without mnemo/feedback once and stops asking", async () => {
+    const { backend, calls } = fakeBackend({
+      "mnemo/chat": async () => ({ text: "ok", citations: [], sessionId: "s1" }),
+      "mnemo/sessions": async () => ({ sessions: [] }),
+    });
+    const c = new ChatController(backend);
+    await c.send("q");
+    const answer = c.snapshot.messages.find((m) => m.role === "assistant")!;
+    await c.handle({ type: "feedback", messageId: answer.id, useful: true });
+    await c.handle({ type: "feedback", messageId: answer.id, useful: true });
+    assert.equal(calls.filter((x) => x.method === "mnemo/feedback").length, 1);
+    assert.ok(c.snapshot.unsupported.includes("mnemo/feedback"));
+    assert.equal(answer.rated, undefined);
   });
 });

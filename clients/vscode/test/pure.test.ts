@@ -84,7 +84,8 @@ describe("server command", () => {
 describe("status bar text and summaries", () => {
   const base: IndexStatus = {
     workspace: "/ws", index: "/ws/.mnemo/index.duckdb", state: "ready", progress: { done: 4, total: 4, current: "" },
-    message: "", files: 4, chunks: 11, provider: "none", model: "", dims: null, mode: "keyword", configProblems: [], fileProblems: [],
+    message: "", files: 4, chunks: 11, provider: "none", model: "", dims: null, mode: "keyword",
+    vectors: { embedded: 0, chunks: 0, embedding: false }, notes: [], configProblems: [], fileProblems: [],
   };
   it("shows state and progress", () => {
     assert.equal(formatStatus(base).text, "$(database) mnemo 11");

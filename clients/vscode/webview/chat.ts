@@ -55,7 +55,18 @@ function renderMessage(m: ChatMessage): string {
     ? `<div class="sources">Sources: ${m.citations.map((c) => renderCitation(c)).join(" ")}</div>`
     : "";
   const cursor = m.streaming ? '<span class="cursor" aria-hidden="true"></span>' : "";
-  return `<div class="msg ${m.role}${m.streaming ? " streaming" : ""}" data-id="${escapeHtml(m.id)}">${body}${cursor}${sources}</div>`;
+  const rate = m.rateable && !m.streaming ? renderRating(m) : "";
+  return `<div class="msg ${m.role}${m.streaming ? " streaming" : ""}" data-id="${escapeHtml(m.id)}">${body}${cursor}${sources}${rate}</div>`;
+}
+
+/** 👍/👎 under the latest answer (mnemo/feedback: whether the memories it recalled helped). */
+function renderRating(m: ChatMessage): string {
+  const id = escapeHtml(m.id);
+  const chosen = (which: "up" | "down") => (m.rated === which ? " chosen" : "");
+  return `<div class="rate">
+    <button class="secondary${chosen("up")}" data-rate="up" data-msg="${id}" title="This answer helped: its recalled memories count as useful" aria-label="Helpful">👍</button>
+    <button class="secondary${chosen("down")}" data-rate="down" data-msg="${id}" title="It did not: its recalled memories count as not useful" aria-label="Not helpful">👎</button>
+  </div>`;
 }
 
 function renderApproval(card: ApprovalCard): string {
@@ -111,7 +122,7 @@ function render(): void {
   sessionSelect.innerHTML = options.join("");
   sessionSelect.value = state.sessionId ?? "";
 
-  sendButton.hidden = state.busy;
+  sendButton.textContent = state.busy ? "Steer" : "Send"; // while an answer streams: into that turn
   stopButton.hidden = !state.busy;
   if (stick) messagesEl.scrollTop = messagesEl.scrollHeight;
 }
@@ -148,7 +159,7 @@ window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
 
 function send(): void {
   const text = input.value.trim();
-  if (!text || state?.busy) return;
+  if (!text) return;
   post({ type: "send", text });
   input.value = "";
   vscode.setState({ draft: "" });
@@ -184,6 +195,11 @@ document.addEventListener("click", (e) => {
     } else if (link.dataset.href) {
       post({ type: "openLink", href: link.dataset.href });
     }
+    return;
+  }
+  const rate = target?.closest<HTMLButtonElement>("button[data-rate]");
+  if (rate?.dataset.msg) {
+    post({ type: "feedback", messageId: rate.dataset.msg, useful: rate.dataset.rate === "up" });
     return;
   }
   const button = target?.closest<HTMLButtonElement>("button[data-approval]");

@@ -1,7 +1,8 @@
 """Agent: one chat turn = context, (flush + compaction when due), generation with tool calls, transcript.
 
 Used by the CLI (``mnemo chat``), the LSP server (``mnemo/chat``) and the gateway alike; it knows nothing
-of any of them. Deltas go to an ``on_delta`` callback; ``cancel`` stops generation between tokens.
+of any of them. Deltas go to an ``on_delta`` callback; ``cancel`` stops generation between tokens;
+``steer`` hands a message to the running turn of a session (:mod:`.steering`).
 """
 
 from __future__ import annotations
@@ -9,23 +10,23 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
 
 from mnemo.config import AgentSettings
 
 from .compaction import Compactor, Thresholds
 from .context import COMPACT_WINDOW, ContextBuilder, TurnContext
 from .flush import FlushReport, MemoryFlusher
-from .grounding import NO_MEMORY, Grounder, Grounding, Mode
+from .grounding import NO_MEMORY, Grounder, Mode
 from .loop_guard import LoopGuard
 from .memory_writer import MemoryWriter
 from .providers import ChatProvider, ProviderError
 from .providers.auto import ChatSelection
 from .providers.factory import selection_of
+from .reply import ChatReply, NewSession, SessionInfo, dedupe
 from .sessions import Session, SessionKind, SessionStore
+from .steering import SteeringInbox, SteerState
 from .tool_calls import DeltaGate, parse_tool_call, split_thoughts
 from .tools import MemoryAccess, ToolBox, ToolGate, args_text
 
@@ -33,36 +34,6 @@ log = logging.getLogger(__name__)
 
 MAX_TOOL_STEPS = 4
 COMMANDS = ("/new", "/reset", "/flush")
-
-
-@dataclass
-class ChatReply:
-    text: str
-    session_id: str
-    citations: list[dict[str, Any]] = field(default_factory=list)
-    finish_reason: str = "stop"
-    tool_calls: int = 0
-    compacted: bool = False
-    flush: FlushReport | None = None
-    notes: list[str] = field(default_factory=list)
-    prompt_tokens: int = 0
-    grounding: Grounding | None = None
-    chat_model: dict[str, Any] | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "citations": self.citations,
-            "sessionId": self.session_id,
-            "finishReason": self.finish_reason,
-            "toolCalls": self.tool_calls,
-            "compacted": self.compacted,
-            "flush": None if self.flush is None else self.flush.as_dict(),
-            "notes": self.notes,
-            "promptTokens": self.prompt_tokens,
-            "grounded": None if self.grounding is None else self.grounding.as_dict(),
-            "chatModel": self.chat_model,
-        }
 
 
 class Agent:
@@ -88,6 +59,7 @@ class Agent:
             reply_tokens=self.settings.max_tokens,
             tools_text=self.tools.describe(),
         )
+        self.tools.plugins.listeners.append(self._tools_changed)  # plugins come and go at run time
         self.flusher = MemoryFlusher(
             self.store,
             MemoryWriter(self.root),
@@ -96,6 +68,11 @@ class Agent:
             max_items=self.settings.flush_max_items,
         )
         self.compactor = Compactor(self.store, provider)
+        self.steering = SteeringInbox()
+
+    def _tools_changed(self) -> None:
+        """A plugin tool was added or removed: the next turn's context lists the tools as they are now."""
+        self.context.tools_text = self.tools.describe()
 
     def model_info(self) -> ChatSelection:
         """Which chat model answers (as chosen by the factory; loads nothing)."""
@@ -138,9 +115,48 @@ class Agent:
         session = self.store.load_or_create(session_id, kind)
         with self.store.lock(session.id):
             session = self.store.load(session.id)  # another turn may have appended meanwhile
-            reply = self._turn(session, message, on_delta, cancel, today)
-        reply.chat_model = self.model_info().as_dict()
+            reply = self._steerable_turn(session, message, on_delta, cancel, today)
+        reply.chat_model = self.model_info()
         return reply
+
+    def steer(self, session_id: str, text: str) -> SteerState:
+        """Hand ``text`` to the running turn of ``session_id`` (:mod:`.steering`): ``injected``, ``queued``
+        (it is compacting), or ``idle`` (no turn runs, or ``/new``-like command): send it with :meth:`chat`."""
+        if text.strip().lower() in COMMANDS:
+            return "idle"
+        return self.steering.steer(session_id, text)
+
+    def _steerable_turn(
+        self,
+        session: Session,
+        message: str,
+        on_delta: Callable[[str], None] | None,
+        cancel: threading.Event | None,
+        today: date | None,
+    ) -> ChatReply:
+        """A turn that takes steering; what arrives as it ends is answered by a follow-up turn."""
+        self.steering.begin(session.id)
+        try:
+            reply = self._turn(session, message, on_delta, cancel, today)
+            while not (cancel is not None and cancel.is_set()):
+                late = self.steering.finish(session.id)
+                if not late:
+                    break
+                if on_delta is not None and reply.text:
+                    on_delta("\n\n")
+                reply.extend(self._turn(session, "\n\n".join(late), on_delta, cancel, today, steering=True))
+        finally:
+            for text in self.steering.end(session.id):  # stopped or failed: keep what was said
+                self.store.append(session, "user", text, steering=True, answered=False)
+        return reply
+
+    def _inject(self, session: Session, texts: list[str]) -> str:
+        """Steering taken at a safe point, as user messages marked ``steering``; returns the newest."""
+        for text in texts:
+            self.store.append(session, "user", text, steering=True)
+            if self.tools.gate is not None:
+                self.tools.gate.observe_message(session.id, text)
+        return texts[-1]
 
     def _turn(
         self,
@@ -149,8 +165,9 @@ class Agent:
         on_delta: Callable[[str], None] | None,
         cancel: threading.Event | None,
         today: date | None,
+        steering: bool = False,
     ) -> ChatReply:
-        self.store.append(session, "user", message)
+        self.store.append(session, "user", message, **({"steering": True} if steering else {}))
         if self.tools.gate is not None:  # the policy's risk monitor reads what the user says
             self.tools.gate.observe_message(session.id, message)
         reply = ChatReply("", session.id)
@@ -161,7 +178,12 @@ class Agent:
         reply.grounding = grounder.before(message, recalled)
         if reply.grounding is not None:  # nothing relevant in memory: say so, do not ask the model
             return self._fixed_answer(session, reply, context, on_delta)
-        for step in range(MAX_TOOL_STEPS + 1):
+        answers: list[str] = []
+        while True:
+            steered = self.steering.take(session.id)
+            if steered:  # a safe point: steering joins the conversation before the next model call
+                message = self._inject(session, steered)
+                context = self.context.build(session, message, today=today, recall=context.recall)
             gate = DeltaGate(on_delta or (lambda _d: None))
             stream = LoopGuard(  # a reply that repeats itself ends with finish reason "loop"
                 self.provider.stream(
@@ -178,18 +200,22 @@ class Agent:
             for thought in thoughts:
                 self.store.append(session, "thought", thought)
             call = None
-            if stream.finish_reason not in ("cancelled", "loop") and step < MAX_TOOL_STEPS:
+            if stream.finish_reason not in ("cancelled", "loop") and reply.tool_calls < MAX_TOOL_STEPS:
                 call = parse_tool_call(visible, self.tools.names)
             if call is None:
                 if stream.finish_reason != "cancelled":
-                    shown = {c["citation"] for c in context.citations}
-                    hits = [h for h in recalled or () if h["citation"] in shown]
+                    shown = {c.citation for c in context.citations}
+                    hits = [h for h in recalled or () if h.citation in shown]
                     visible, reply.grounding = grounder.after(message, visible, hits, citations)
                 gate.finish(visible)  # an appended citation is streamed; a quote before the text is not
-                reply.text = visible
+                answers.append(visible)
                 grounded = {"grounded": reply.grounding.action} if reply.grounding else {}
                 self.store.append(session, "assistant", visible, finish=stream.finish_reason, **grounded)
-                break
+                if stream.finish_reason == "cancelled" or not self.steering.pending(session.id):
+                    break
+                if on_delta is not None and visible:
+                    on_delta("\n\n")  # the answer to the steering follows
+                continue
             gate.finish(None)
             reply.tool_calls += 1
             self.store.append(
@@ -201,7 +227,8 @@ class Agent:
                 session, "tool_result", result.output, tool=call.name, ok=result.ok, decision=result.decision
             )
             context = self.context.build(session, message, today=today, recall=context.recall)
-        reply.citations = _dedupe(citations)
+        reply.text = "\n\n".join(a for a in answers if a)
+        reply.citations = dedupe(citations)
         reply.notes.extend(context.notes)
         reply.prompt_tokens = context.prompt_tokens
         return reply
@@ -237,10 +264,11 @@ class Agent:
         if tokens < limits.trigger:
             return context
         log.info("session %s: %d tokens >= %d: flush, then compaction", session.id, tokens, limits.trigger)
-        if not session.flushed_this_cycle():
-            reply.flush = self.flusher.flush(session, reason="compaction", today=today, cancel=cancel)
-        keep = max(1, (limits.trigger - context.system_tokens) // 3)
-        reply.compacted = self.compactor.compact(session, keep_tokens=keep, cancel=cancel)
+        with self.steering.compacting(session.id):  # steering waits until the summary is written
+            if not session.flushed_this_cycle():
+                reply.flush = self.flusher.flush(session, reason="compaction", today=today, cancel=cancel)
+            keep = max(1, (limits.trigger - context.system_tokens) // 3)
+            reply.compacted = self.compactor.compact(session, keep_tokens=keep, cancel=cancel)
         if not reply.compacted:
             return context
         return self.context.build(session, message, today=today, recall=context.recall)
@@ -250,41 +278,36 @@ class Agent:
         """The id of an existing session, or of a new one (so a front can name it before the turn)."""
         return self.store.load_or_create(session_id, kind).id
 
-    def sessions(self) -> list[dict[str, Any]]:
+    def sessions(self) -> list[SessionInfo]:
         return [
-            {
-                "sessionId": s.id,
-                "kind": s.kind,
-                "title": s.title(),
-                "updated": s.updated(),
-                "messages": sum(1 for e in s.events if e.get("type") in ("user", "assistant")),
-                "compactions": s.cycle,
-            }
+            SessionInfo(
+                s.id,
+                s.kind,
+                s.title(),
+                s.updated(),
+                sum(1 for e in s.events if e.get("type") in ("user", "assistant")),
+                s.cycle,
+            )
             for s in self.store.list()
         ]
 
-    def new_session(self, kind: SessionKind = "private", previous: str | None = None) -> dict[str, Any]:
+    def new_session(self, kind: SessionKind = "private", previous: str | None = None) -> NewSession:
         """Start a session; the previous one (if named) is saved as a memory snapshot first."""
         snapshot = None
         if previous and self.store.exists(previous):
             with self.store.lock(previous):
                 snapshot = self.flusher.snapshot(self.store.load(previous))
         session = self.store.create(kind)
-        return {"sessionId": session.id, "kind": kind, "snapshot": snapshot}
+        return NewSession(session.id, kind, snapshot)
 
-    def reset_session(self, session_id: str) -> dict[str, Any]:
+    def reset_session(self, session_id: str) -> NewSession:
         """Snapshot the session, move its transcript aside, and start it afresh under the same id."""
         with self.store.lock(session_id):
             session = self.store.load(session_id)
             snapshot = self.flusher.snapshot(session)
             archived = self.store.archive(session)
             self.store.create(session.kind, session_id)
-        return {
-            "sessionId": session_id,
-            "kind": session.kind,
-            "snapshot": snapshot,
-            "archived": archived.name,
-        }
+        return NewSession(session_id, session.kind, snapshot, archived.name)
 
     def flush(
         self, session_id: str, cancel: threading.Event | None = None, *, dry_run: bool = False
@@ -309,28 +332,13 @@ class Agent:
             reply = ChatReply(report.summary(), session_id, flush=report)
         elif command == "/new":
             made = self.new_session(kind, session_id)
-            reply = ChatReply(_started(made), made["sessionId"])
+            reply = ChatReply(made.describe(), made.session_id)
         else:
             made = self.reset_session(session_id)
-            reply = ChatReply(_started(made), session_id)
+            reply = ChatReply(made.describe(), session_id)
         if on_delta is not None:
             on_delta(reply.text)
         return reply
 
     def close(self) -> None:
         self.provider.close()
-
-
-def _started(made: dict[str, Any]) -> str:
-    saved = f"; previous conversation saved to {made['snapshot']}" if made.get("snapshot") else ""
-    return f"new session {made['sessionId']}{saved}"
-
-
-def _dedupe(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: set[str] = set()
-    out = []
-    for c in citations:
-        if c["citation"] not in seen:
-            seen.add(c["citation"])
-            out.append(c)
-    return out

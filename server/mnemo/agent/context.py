@@ -15,17 +15,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
 from mnemo.markdown.frontmatter import parse_front_matter
-from mnemo.workspace.layout import MEMORY_FILES
+from mnemo.workspace.layout import MEMORY_FILES, readable_in
 
 from .providers import ChatMessage, ChatProvider
 from .providers.base import MESSAGE_OVERHEAD_TOKENS
 from .sessions import Session
-from .tools import MemoryAccess, citation_of, format_hits
+from .tools import MemoryAccess, ReplyCitation, citation_of, format_hits
+
+if TYPE_CHECKING:
+    from mnemo.search.hybrid import SearchHit
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,7 @@ class Recall:
     """A turn's automatic recall: searched once, reused by every context build of that turn (after a tool
     step or compaction), so each turn counts once in the retrieval statistics."""
 
-    hits: list[dict[str, Any]] | None
+    hits: list[SearchHit] | None
     """The relevant hits; None when recall is off or could not run."""
     notes: list[str] = field(default_factory=list)
 
@@ -64,7 +67,7 @@ class Recall:
 @dataclass
 class TurnContext:
     messages: list[ChatMessage]
-    citations: list[dict[str, Any]] = field(default_factory=list)
+    citations: list[ReplyCitation] = field(default_factory=list)
     prompt_tokens: int = 0
     system_tokens: int = 0
     tail_events: int = 0
@@ -154,16 +157,16 @@ class ContextBuilder:
         if self.recall_results <= 0 or not query.strip():
             return Recall(None)
         try:
-            hits = self.memory.search(query, max_results=self.recall_results).as_dict()["results"]
+            hits = self.memory.search(query, max_results=self.recall_results).results
         except (MnemoError, EmbeddingError) as exc:
             return Recall(None, [f"automatic recall skipped: {exc}"])
-        if not private:
-            hits = [h for h in hits if h["path"] not in MEMORY_FILES]
-        return Recall([h for h in hits if _relevant(h) and h["path"] != own_transcript])
+        # MEMORY.md only in private sessions; a group's archive never in a private one, and back
+        hits = [h for h in hits if readable_in(h.path, private)]
+        return Recall([h for h in hits if _relevant(h) and h.path != own_transcript])
 
-    def budgeted(self, hits: list[dict[str, Any]], budget: int, notes: list[str]) -> list[dict[str, Any]]:
+    def budgeted(self, hits: list[SearchHit], budget: int, notes: list[str]) -> list[SearchHit]:
         """The best-ranked hits whose snippets fit ``budget`` tokens together (the first one always)."""
-        chosen: list[dict[str, Any]] = []
+        chosen: list[SearchHit] = []
         used = 0
         for hit in hits:
             cost = self.provider.count_tokens(format_hits([hit], SNIPPET_CHARS)) + 1
@@ -207,8 +210,8 @@ class ContextBuilder:
         )
 
     def _compact_parts(
-        self, hits: list[dict[str, Any]] | None, notes: list[str]
-    ) -> tuple[list[str], list[dict[str, Any]] | None]:
+        self, hits: list[SearchHit] | None, notes: list[str]
+    ) -> tuple[list[str], list[SearchHit] | None]:
         """Persona, the recalled snippets that matter and the answer format: what a small model can use."""
         window = self.provider.context_window
         parts: list[str] = []
@@ -226,8 +229,8 @@ class ContextBuilder:
         return parts, hits
 
     def _full_parts(
-        self, session: Session, hits: list[dict[str, Any]] | None, today: date | None, notes: list[str]
-    ) -> tuple[list[str], list[dict[str, Any]] | None]:
+        self, session: Session, hits: list[SearchHit] | None, today: date | None, notes: list[str]
+    ) -> tuple[list[str], list[SearchHit] | None]:
         window = self.provider.context_window
         file_budget = max(64, window // 8)
         private = session.kind == "private"
@@ -286,8 +289,7 @@ class ContextBuilder:
         )
 
 
-def _relevant(hit: dict[str, Any]) -> bool:
+def _relevant(hit: SearchHit) -> bool:
     """A hit sharing a term with the query, or close enough in meaning (nearest neighbours always exist)."""
-    parts = hit.get("parts") or {}
-    vector = parts.get("vector")
-    return bool(parts.get("text", 1.0)) or (vector is not None and vector >= RELEVANT_COSINE)
+    vector = hit.parts.vector
+    return bool(hit.parts.text) or (vector is not None and vector >= RELEVANT_COSINE)

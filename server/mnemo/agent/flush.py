@@ -82,21 +82,6 @@ class FlushReport:
     items: list[Kept] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "sessionId": self.session_id,
-            "written": self.written,
-            "refused": self.refused,
-            "noReply": self.no_reply,
-            "kept": self.kept,
-            "candidates": self.candidates,
-            "skipped": self.skipped,
-            "dryRun": self.dry_run,
-            "target": self.target,
-            "items": [k.as_dict() for k in self.items],
-            "rejected": [r.as_dict() for r in self.rejected],
-        }
-
     def summary(self) -> str:
         """One line for a person: what was (or would be) written, or why nothing was."""
         verb = "would keep" if self.dry_run else "kept"

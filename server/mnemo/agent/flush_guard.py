@@ -86,17 +86,11 @@ class Kept:
     def line(self, session_id: str) -> str:
         return f"- {self.text} <!-- session:{session_id} turn:{self.turn} -->"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "source": self.source, "turn": self.turn}
-
 
 @dataclass(frozen=True)
 class Rejected:
     text: str
     reason: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "reason": self.reason}
 
 
 def normalise(text: str) -> str:
@@ -203,19 +197,19 @@ def index_duplicate(memory: MemoryAccess | None, text: str) -> str | None:
     if memory is None:
         return None
     try:
-        hits = memory.search(text, max_results=3, record=False).as_dict()["results"]  # not a retrieval
+        hits = memory.search(text, max_results=3, record=False).results  # not a retrieval
     except (MnemoError, EmbeddingError, OSError) as exc:
         log.info("flush: index duplicate check skipped: %s", exc)
         return None
     mine = terms(text)
     for hit in hits:
-        if str(hit.get("path", "")).startswith("sessions/"):
+        if hit.path.startswith("sessions/"):
             continue
-        vector = (hit.get("parts") or {}).get("vector")
+        vector = hit.parts.vector
         if vector is not None and vector >= INDEX_DUPLICATE_COSINE:
-            return str(hit["citation"])
-        if any(jaccard(mine, terms(line)) >= NEAR_DUPLICATE for line in str(hit["snippet"]).splitlines()):
-            return str(hit["citation"])
+            return hit.citation
+        if any(jaccard(mine, terms(line)) >= NEAR_DUPLICATE for line in hit.snippet.splitlines()):
+            return hit.citation
     return None
 
 

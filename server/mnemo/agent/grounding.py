@@ -21,8 +21,9 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from mnemo.errors import MnemoError
 from mnemo.memory.citations import parse_citation
@@ -30,7 +31,10 @@ from mnemo.memory.limits import InvalidInput
 from mnemo.text.terms import index_terms
 from mnemo.workspace.layout import WorkspacePathError
 
-from .tools import MemoryAccess
+from .tools import MemoryAccess, ReplyCitation
+
+if TYPE_CHECKING:
+    from mnemo.search.hybrid import SearchHit
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +91,6 @@ class Grounding:
     removed: list[str] = field(default_factory=list)
     """Citations of notes recall did not return, removed from the text."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "action": self.action,
-            "reason": self.reason,
-            "added": self.added,
-            "removed": self.removed,
-        }
-
 
 def content_words(text: str) -> set[str]:
     """The words that can make a note relevant: no function words, no single Latin letters or digits."""
@@ -120,22 +115,22 @@ class Grounder:
         self._read: dict[tuple[str, int, int], list[MemoryLine]] = {}
         """Lines per recalled hit: a turn's two checks read each file once."""
 
-    def lines(self, hits: list[dict[str, Any]]) -> list[MemoryLine]:
+    def lines(self, hits: Sequence[SearchHit]) -> list[MemoryLine]:
         """Every non-blank, non-heading line of the recalled hits, in recall order, numbered as in the file."""
         out: list[MemoryLine] = []
-        for rank, hit in enumerate(h for h in hits if h["path"] != self.session_path):
-            key = (str(hit["path"]), int(hit["startLine"]), int(hit["endLine"]))
+        for rank, hit in enumerate(h for h in hits if h.path != self.session_path):
+            key = (hit.path, hit.start_line, hit.end_line)
             if key not in self._read:
                 self._read[key] = self._hit_lines(hit, *key)
             out.extend(replace(line, rank=rank) for line in self._read[key])
         return out
 
-    def _hit_lines(self, hit: dict[str, Any], path: str, start: int, end: int) -> list[MemoryLine]:
+    def _hit_lines(self, hit: SearchHit, path: str, start: int, end: int) -> list[MemoryLine]:
         try:
-            text = str(self.memory.get(path, start, end - start + 1)["text"])
-        except (MnemoError, WorkspacePathError, InvalidInput, OSError, KeyError) as exc:
-            log.debug("grounding reads %s from its snippet: %s", hit["citation"], exc)
-            text = str(hit.get("snippet", "")).rstrip("…")
+            text = self.memory.get(path, start, end - start + 1).text
+        except (MnemoError, WorkspacePathError, InvalidInput, OSError) as exc:
+            log.debug("grounding reads %s from its snippet: %s", hit.citation, exc)
+            text = hit.snippet.rstrip("…")
         out: list[MemoryLine] = []
         for i, line in enumerate(text.splitlines()):
             clean = line.strip()
@@ -164,10 +159,10 @@ class Grounder:
     def _unknown(self, word: str) -> bool:
         """No memory holds ``word`` at all (a keyword match, not a vector neighbour; not recorded)."""
         try:
-            found = self.memory.search(word, max_results=3, record=False).as_dict()["results"]
+            found = self.memory.search(word, max_results=3, record=False).results
         except (MnemoError, InvalidInput):
             return False
-        return not any(word in content_words(str(hit.get("snippet", ""))) for hit in found)
+        return not any(word in content_words(hit.snippet) for hit in found)
 
     def repeated(
         self, question: str, answer: str, lines: list[MemoryLine], *, whole: bool
@@ -192,7 +187,7 @@ class Grounder:
         return [line for _s, _r, line in found[:2]]
 
     # -- the two checks of a turn -----------------------------------------------------------------
-    def before(self, question: str, hits: list[dict[str, Any]] | None) -> Grounding | None:
+    def before(self, question: str, hits: Sequence[SearchHit] | None) -> Grounding | None:
         """strict: the fixed answer when recall ran and nothing it found is relevant (no model call)."""
         if self.mode != "strict" or hits is None:
             return None
@@ -203,7 +198,11 @@ class Grounder:
         return None
 
     def after(
-        self, question: str, answer: str, hits: list[dict[str, Any]] | None, known: list[dict[str, Any]]
+        self,
+        question: str,
+        answer: str,
+        hits: Sequence[SearchHit] | None,
+        known: Sequence[ReplyCitation],
     ) -> tuple[str, Grounding | None]:
         """The answer to show and what was done to it. ``known``: the turn's recalled and tool citations
         (a citation in the text counts when its path is one of them and its lines overlap)."""
@@ -260,17 +259,17 @@ def _quote(line: MemoryLine) -> str:
     return f"> {_LIST_MARK.sub('', line.text)} [{line.citation}]"
 
 
-def _known(match: re.Match[str], known: list[dict[str, Any]]) -> bool:
+def _known(match: re.Match[str], known: Sequence[ReplyCitation]) -> bool:
     """A citation in the text names a recalled (or tool-found) note and overlaps its lines."""
     try:
         cited = parse_citation(match.group(0).strip("[]"))
     except InvalidInput:
         return False
     for c in known:
-        if c["path"] != cited.path:
+        if c.path != cited.path:
             continue
         if cited.start is None or cited.end is None:
             return True
-        if cited.start <= int(c["endLine"]) and cited.end >= int(c["startLine"]):
+        if cited.start <= c.end_line and cited.end >= c.start_line:
             return True
     return False

@@ -1,7 +1,8 @@
 """Session transcripts: ``<workspace>/sessions/<id>.jsonl``, one typed event a line.
 
 Event types: ``session`` (the header: kind private|group), ``user``, ``assistant``, ``tool_call``,
-``tool_result`` (an observation), ``thought``, ``compaction`` and ``flush``. Every event has ``type``,
+``tool_result`` (an observation), ``thought``, ``compaction``, ``flush`` and ``flags`` (the user's marks on
+the session: ``private``, ``archive`` consent; the last value of each wins, see :attr:`Session.flags`). Every event has ``type``,
 ``text`` (what the search index reads, see :func:`mnemo.index.sources.transcript_as_text`), ``ts`` and
 ``seq``. An append is one ``write`` of a whole line followed by fsync, so a crash leaves at most one
 torn last line; loading skips it with a warning, and the next append starts on a fresh line.
@@ -35,7 +36,10 @@ EVENT_TYPES = (
     "thought",
     "compaction",
     "flush",
+    "flags",
 )
+FLAG_NAMES = ("private", "archive")
+"""``private``: the user marked the conversation private; ``archive``: consent to archive it anyway."""
 CONVERSATION_TYPES = ("user", "assistant", "tool_call", "tool_result", "thought")
 SessionKind = Literal["private", "group"]
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -91,6 +95,15 @@ class Session:
 
     def updated(self) -> str:
         return str(self.events[-1].get("ts", "")) if self.events else ""
+
+    @property
+    def flags(self) -> dict[str, bool]:
+        """The user's marks (:data:`FLAG_NAMES`), each as its last ``flags`` event set it."""
+        found: dict[str, bool] = {}
+        for event in self.events:
+            if event.get("type") == "flags":
+                found.update({k: bool(event[k]) for k in FLAG_NAMES if isinstance(event.get(k), bool)})
+        return found
 
 
 class SessionStore:
@@ -183,6 +196,16 @@ class SessionStore:
             raise SessionError(f"cannot append to {session.path}: {exc.strerror or exc}") from exc
         session.events.append(event)
         return event
+
+    def set_flags(self, session: Session, **flags: bool) -> dict[str, bool]:
+        """Mark the session (``private=True``, ``archive=True``...); returns its flags after the mark."""
+        unknown = sorted(set(flags) - set(FLAG_NAMES))
+        if unknown:
+            raise SessionError(
+                f"unknown session flag(s) {', '.join(unknown)}; known: {', '.join(FLAG_NAMES)}"
+            )
+        self.append(session, "flags", "", **{k: bool(v) for k, v in flags.items()})
+        return session.flags
 
     def list(self) -> Iterator[Session]:
         if not self.dir.is_dir():

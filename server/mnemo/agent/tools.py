@@ -6,17 +6,22 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from mnemo.agent.tool_plugins import PluginTools, ToolContext, plugin_runner
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
 from mnemo.memory.citations import get_args
 from mnemo.memory.limits import InvalidInput
 from mnemo.search.filters import check_filters
-from mnemo.workspace.layout import MEMORY_FILES, WorkspacePathError
+from mnemo.workspace.layout import MEMORY_FILES, WorkspacePathError, readable_in
+
+if TYPE_CHECKING:
+    from mnemo.memory.reading import FileLines
+    from mnemo.search.hybrid import SearchHit, SearchOutcome
 
 log = logging.getLogger(__name__)
 
@@ -35,39 +40,59 @@ class GateOutcome(Protocol):
     def decision(self) -> str: ...
 
 
-class SearchResults(Protocol):
-    def as_dict(self) -> dict[str, Any]: ...
-
-
 class MemoryAccess(Protocol):
     """What the agent needs of memory: :class:`mnemo.memory.service.MemoryService`, or
     :class:`mnemo.memory.sharing.SharedMemory` in a process that is not the index writer."""
 
     def search(
         self, query: str, *, max_results: int | None = None, record: bool = True, filters: Any = None
-    ) -> SearchResults:
+    ) -> SearchOutcome:
         """``record=False``: an internal look-up, not counted in the retrieval statistics; ``filters``: a
         JSON object of :mod:`mnemo.search.filters` (tags, kinds, since, until, project, type)."""
         ...
 
-    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]: ...
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> FileLines: ...
 
 
 class ToolGate(Protocol):
     """What the agent needs from ``mnemo.policy.gate.ToolGate``."""
 
-    def call(self, session: str, tool: str, args: dict[str, Any]) -> GateOutcome: ...
+    def call(
+        self,
+        session: str,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        run: Callable[[], tuple[str, bool]] | None = None,
+    ) -> GateOutcome:
+        """``run``: a plugin tool, run by the gate in place of a built-in one once the policy allows it."""
+        ...
 
     def observe_message(self, session: str, text: str) -> int:
         """The user's message, read by the session's risk monitor; returns the session's risk level."""
         ...
 
 
+@dataclass(frozen=True)
+class ReplyCitation:
+    """A memory range a reply cites, found by the turn's recall or by a tool (``citations`` of mnemo/chat)."""
+
+    citation: str
+    """``path#Lstart-Lend``."""
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    source: str
+    origin: str
+    """``recall`` (the turn's automatic recall) or ``tool`` (memory_search)."""
+
+
 @dataclass
 class ToolResult:
     ok: bool
     output: str
-    citations: list[dict[str, Any]] = field(default_factory=list)
+    citations: list[ReplyCitation] = field(default_factory=list)
     decision: str = ""
 
 
@@ -81,25 +106,19 @@ TOOL_SPECS: dict[str, str] = {
 }
 
 
-def citation_of(hit: dict[str, Any], origin: str) -> dict[str, Any]:
-    return {
-        "citation": hit["citation"],
-        "path": hit["path"],
-        "startLine": hit["startLine"],
-        "endLine": hit["endLine"],
-        "score": hit["score"],
-        "source": hit["source"],
-        "origin": origin,
-    }
+def citation_of(hit: SearchHit, origin: str) -> ReplyCitation:
+    return ReplyCitation(
+        hit.citation, hit.path, hit.start_line, hit.end_line, hit.parts.score, hit.source, origin
+    )
 
 
-def format_hits(hits: list[dict[str, Any]], snippet_chars: int = 400) -> str:
+def format_hits(hits: Sequence[SearchHit], snippet_chars: int = 400) -> str:
     if not hits:
         return "no results"
     blocks = []
     for hit in hits:
-        snippet = " ".join(hit["snippet"].split())[:snippet_chars]
-        blocks.append(f"[{hit['citation']}] {snippet}")
+        snippet = " ".join(hit.snippet.split())[:snippet_chars]
+        blocks.append(f"[{hit.citation}] {snippet}")
     return "\n".join(blocks)
 
 
@@ -117,19 +136,22 @@ class ToolBox:
             "write_file": self._gated("write_file"),
             "exec": self._gated("exec"),
         }
+        self.plugins = PluginTools(reserved=self._tools)
+        """Tools added at run time (:mod:`mnemo.gateway.plugins`); every call goes through the gate."""
 
     @property
     def names(self) -> set[str]:
-        return set(self._tools)
+        return set(self._tools) | self.plugins.names()
 
     def describe(self) -> str:
-        return "\n".join(f"- {name} {spec}" for name, spec in TOOL_SPECS.items())
+        builtin = [f"- {name} {spec}" for name, spec in TOOL_SPECS.items()]
+        return "\n".join(builtin + self.plugins.describe())
 
     def run(self, session_id: str, name: str, args: dict[str, Any], *, private: bool = True) -> ToolResult:
         """Run a tool; in a group session (``private=False``) MEMORY.md is never read or returned."""
-        tool = self._tools.get(name)
+        tool = self._tools.get(name) or self._plugin(name)
         if tool is None:
-            return ToolResult(False, f"unknown tool {name!r}; tools: {', '.join(sorted(self._tools))}")
+            return ToolResult(False, f"unknown tool {name!r}; tools: {', '.join(sorted(self.names))}")
         try:
             result = tool(session_id, args, private)
         except (MnemoError, EmbeddingError, WorkspacePathError, OSError, ValueError, TypeError) as exc:
@@ -150,9 +172,8 @@ class ToolBox:
             extra: dict[str, Any] = {"filters": filters} if check_filters(filters) is not None else {}
         except InvalidInput as exc:
             return ToolResult(False, f"memory_search: {exc}")
-        hits = self.memory.search(query, max_results=max_results, **extra).as_dict()["results"]
-        if not private:
-            hits = [h for h in hits if h["path"] not in PRIVATE_FILES]
+        hits = self.memory.search(query, max_results=max_results, **extra).results
+        hits = [h for h in hits if readable_in(h.path, private)]  # MEMORY.md, the other context's archives
         return ToolResult(True, format_hits(hits), [citation_of(h, "tool") for h in hits])
 
     def _memory_get(self, session_id: str, args: dict[str, Any], private: bool) -> ToolResult:
@@ -165,19 +186,19 @@ class ToolBox:
             )
         except InvalidInput as exc:
             return ToolResult(False, f"memory_get: {exc}")
-        if not private and posixpath.normpath(path.replace("\\", "/")).strip("/") in PRIVATE_FILES:
-            return ToolResult(False, f"{path} is private: not readable in a group session")
+        if not readable_in(posixpath.normpath(path.replace("\\", "/")).strip("/"), private):
+            return ToolResult(False, _refused(path, private))
         got = self.memory.get(path, first, count)
-        citation = f"{got['path']}#L{got['from']}-L{got['from'] + max(0, got['lines'] - 1)}"
-        return ToolResult(True, f"[{citation}]\n{got['text']}")
+        citation = f"{got.path}#L{got.start}-L{got.start + max(0, got.lines - 1)}"
+        return ToolResult(True, f"[{citation}]\n{got.text}")
 
     def _read_file(self, session_id: str, args: dict[str, Any], private: bool) -> ToolResult:
         rel = args.get("path")
         if not isinstance(rel, str) or not rel:
             return ToolResult(False, "read_file needs a 'path' string")
         path = self.resolve_inside(rel)
-        if not private and path.relative_to(self.root).as_posix() in PRIVATE_FILES:
-            return ToolResult(False, f"{rel} is private: not readable in a group session")
+        if not readable_in(path.relative_to(self.root).as_posix(), private):
+            return ToolResult(False, _refused(rel, private))
         data = path.read_bytes()[: READ_FILE_MAX_BYTES + 1]
         if b"\x00" in data[:8192]:
             return ToolResult(False, f"{rel}: binary file")
@@ -197,7 +218,23 @@ class ToolBox:
             raise WorkspacePathError(f"{rel}: no such file")
         return path
 
-    def _gated(self, name: str) -> Callable[[str, dict[str, Any], bool], ToolResult]:
+    def _plugin(self, name: str) -> Callable[[str, dict[str, Any], bool], ToolResult] | None:
+        """A plugin tool as a gated call: the gate decides, asks, audits, then runs it."""
+        tool = self.plugins.get(name)
+        if tool is None:
+            return None
+
+        def runner(session: str, args: dict[str, Any], private: bool) -> Callable[[], tuple[str, bool]]:
+            assert self.gate is not None  # _gated refuses first without one
+            return plugin_runner(tool, args, ToolContext(session, self.root, private, self.gate))
+
+        return self._gated(name, runner)
+
+    def _gated(
+        self,
+        name: str,
+        runner: Callable[[str, dict[str, Any], bool], Callable[[], tuple[str, bool]]] | None = None,
+    ) -> Callable[[str, dict[str, Any], bool], ToolResult]:
         def run(session_id: str, args: dict[str, Any], private: bool) -> ToolResult:
             if self.gate is None:
                 return ToolResult(
@@ -206,10 +243,20 @@ class ToolBox:
                     "refused (memory_search, memory_get and read_file still work)",
                     decision="refused",
                 )
-            outcome = self.gate.call(session_id, name, args)
+            if runner is None:
+                outcome = self.gate.call(session_id, name, args)
+            else:
+                outcome = self.gate.call(session_id, name, args, run=runner(session_id, args, private))
             return ToolResult(bool(outcome.ok), str(outcome.output), decision=str(outcome.decision))
 
         return run
+
+
+def _refused(path: str, private: bool) -> str:
+    """Why a file is not readable in this session (:func:`mnemo.workspace.layout.readable_in`)."""
+    if private:
+        return f"{path} is a group conversation's archive: not readable in a private session"
+    return f"{path} is private: not readable in a group session"
 
 
 def args_text(name: str, args: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from mnemo import wire
 from mnemo.errors import MnemoError
 from mnemo.workspace.layout import WORKSPACE_DIR
 
@@ -120,7 +121,7 @@ def _turn(agent: Any, message: str, session_id: str, kind: str, *, live: bool = 
     elif reply.finish_reason == "loop":
         _err("  note: the reply was stopped because it started repeating itself")
     for citation in reply.citations:
-        _err(f"  [{citation['citation']}]")
+        _err(f"  [{citation.citation}]")
     for note in reply.notes:
         _err(f"  note: {note}")
     if reply.flush is not None:  # /flush, or the automatic flush before compaction
@@ -184,7 +185,7 @@ def _one_message(agent: Any, args: argparse.Namespace, session_id: str, kind: st
         reply = _run_cancellable(
             lambda cancel: agent.chat(args.message, session_id, kind=kind, cancel=cancel)
         )
-        print(json.dumps(reply.as_dict(), ensure_ascii=False, indent=2))
+        print(json.dumps(wire.chat_reply(reply), ensure_ascii=False, indent=2))
     else:
         reply = _turn(agent, args.message, session_id, kind, live=sys.stdout.isatty())
         _err(f"session: {reply.session_id}")
@@ -239,7 +240,7 @@ def run_flush(args: argparse.Namespace) -> int:
     finally:
         services.close()
     if args.json:
-        print(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
+        print(json.dumps(wire.flush_report(report), ensure_ascii=False, indent=2))
     else:
         _print_flush(report, sys.stdout)
     return 1 if report.refused else 0
@@ -252,8 +253,8 @@ def run_sessions(args: argparse.Namespace) -> int:
     finally:
         services.close()
     if args.json:
-        print(json.dumps({"sessions": found}, ensure_ascii=False, indent=2))
+        print(json.dumps(wire.sessions(found), ensure_ascii=False, indent=2))
         return 0
-    for s in sorted(found, key=lambda s: s["updated"]):
-        print(f"{s['sessionId']}  {s['updated'][:16]}  {s['messages']:>3} msg  {s['title'][:60]}")
+    for s in sorted(found, key=lambda s: s.updated):
+        print(f"{s.session_id}  {s.updated[:16]}  {s.messages:>3} msg  {s.title[:60]}")
     return 0

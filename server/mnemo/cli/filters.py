@@ -1,4 +1,5 @@
-"""``mnemo search`` filter flags: --tag, --kind, --since, --until, --project, --type (see mnemo.search.filters).
+"""``mnemo search`` filter flags: --tag, --kind, --since, --until, --project, --type, --channel (see
+mnemo.search.filters).
 
 Kept apart from :mod:`mnemo.cli.main` and free of heavy imports: ``mnemo serve`` must start fast.
 """
@@ -29,6 +30,7 @@ def add_filter_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", metavar="YYYY-MM-DD", help="only notes dated on or after this day")
     p.add_argument("--until", metavar="YYYY-MM-DD", help="only notes dated on or before this day")
     p.add_argument("--project", help="only files whose front matter says project: PROJECT")
+    p.add_argument("--channel", help="only session archives of this channel (editor, telegram, slack...)")
     p.add_argument(
         "--type", dest="note_type", metavar="TYPE", help="only files whose front matter says type: TYPE"
     )
@@ -43,6 +45,7 @@ def search_filters(args: argparse.Namespace) -> dict[str, Any] | None:
         "until": args.until,
         "project": args.project,
         "type": args.note_type,
+        "channel": args.channel,
     }
     raw = {key: value for key, value in raw.items() if value is not None}
     return raw if check_filters(raw) is not None else None

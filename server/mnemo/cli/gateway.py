@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from mnemo.gateway.server import Gateway
     from mnemo.lifeline import Lifeline
     from mnemo.memory.sharing import SharedMemory
+    from mnemo.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +66,14 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
     p.set_defaults(run=run_gateway)
 
 
-def _sync_loop(shared: SharedMemory, stop: threading.Event, every_s: float) -> None:
-    """While this process writes the index, pick up files changed by others (agents, channels, git)."""
+def _sync_loop(
+    shared: SharedMemory, stop: threading.Event, every_s: float, daily: Callable[[], None] | None = None
+) -> None:
+    """While this process writes the index, pick up files changed by others (agents, channels, git);
+    ``daily``: the session archive's check (it runs at most once a day)."""
     while not stop.wait(every_s):
+        if daily is not None:
+            daily()
         if shared.is_writer:
             try:
                 shared.memory.sync()
@@ -75,15 +82,15 @@ def _sync_loop(shared: SharedMemory, stop: threading.Event, every_s: float) -> N
 
 
 def run_gateway(args: argparse.Namespace) -> int:
-    from mnemo.gateway.auth import default_token_file, ensure_token_file
+    parent = os.getppid() if args.exit_with_parent else None  # before the slow start-up: it may die meanwhile
+    stopping = _Stopping()
+    lifeline = _start_lifeline(stopping, parent)  # watching from here: start-up can take seconds under load
+    from mnemo.gateway.auth import default_token_file, ensure_token_file  # (imports too: ~1 s under load)
     from mnemo.gateway.constraints import server_ssl_context
     from mnemo.gateway.server import Gateway, check_bind
     from mnemo.gateway.settings import load_gateway_settings
     from mnemo.services import build_services
 
-    parent = os.getppid() if args.exit_with_parent else None  # before the slow start-up: it may die meanwhile
-    stopping = _Stopping()
-    lifeline = _start_lifeline(stopping, parent)  # watching from here: start-up can take seconds under load
     root = args.workspace.resolve()
     settings, problems = load_gateway_settings(root)
     for problem in problems:
@@ -109,8 +116,10 @@ def run_gateway(args: argparse.Namespace) -> int:
         shared,  # the agent's memory too (Services.process_memory): the writer's index when following
         services.memory.indexer.dir / "gateway-sessions.json",
         approvals=services.approvals,  # the agent's tool gate asks this queue; admins answer over RPC
+        tools=services.agent.tools.plugins,  # plugin tools (plugins/, mnemo.tools), gated like exec
     )
     gateway.core.after_turn = lambda reply: _reindex_if_written(shared, reply)
+    gateway.core.archive = lambda month, dry_run: services.archive(month, dry_run=dry_run)
     if args.check:
         print(f"workspace  {root}\nlisten     {host}:{settings.port if args.port is None else args.port}")
         print(
@@ -130,7 +139,8 @@ def run_gateway(args: argparse.Namespace) -> int:
         return 0
     writer = shared.start()
     stop = threading.Event()
-    threading.Thread(target=_sync_loop, args=(shared, stop, 15.0), daemon=True).start()
+    daily = _DailyArchive(services)
+    threading.Thread(target=_sync_loop, args=(shared, stop, 15.0, daily), daemon=True).start()
     try:
         return asyncio.run(_serve(gateway, host, args.port, token_file, writer, stopping))
     except KeyboardInterrupt:  # the parent went away (or stdin closed) during start-up
@@ -139,6 +149,28 @@ def run_gateway(args: argparse.Namespace) -> int:
         lifeline.stop()
         stop.set()
         services.close()
+
+
+class _DailyArchive:
+    """The gateway's session archive run: checked each round of the sync loop, run at most once a day
+    (the archive's state says whether any process, the editor's server included, ran it today)."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.checked = ""
+
+    def __call__(self) -> None:
+        today = datetime.now(UTC).strftime("%Y-%m-%d")
+        if self.checked == today or not self.services.settings.sessions.auto_archive:
+            return
+        self.checked = today
+        try:
+            report = self.services.archive(due_only=True)
+        except Exception as exc:  # the gateway keeps serving; tomorrow tries again
+            log.warning("the daily session archive failed: %s", exc)
+            return
+        if report is not None and report.months:
+            log.info("archived %d month(s) of sessions", len(report.months))
 
 
 def _reindex_if_written(shared: SharedMemory, reply: ChatResult) -> None:

@@ -6,9 +6,13 @@ import argparse
 import datetime
 import json
 import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mnemo.policy.audit import AuditLog
+    from mnemo.services import Services
 
 CLI_SESSION = "cli"
 CHECK_EXIT_CODES = {"allow": 0, "deny": 1, "confirm": 3}
@@ -60,16 +64,24 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
     q.set_defaults(run=cmd_audit_show)
 
 
-def _root(args: argparse.Namespace) -> Path:
-    return Path(args.workspace).resolve()
+@contextmanager
+def _services(args: argparse.Namespace) -> Iterator[Services]:
+    """The composition root's services: the policy, the audit log, the tool gate (no index, no model)."""
+    from mnemo.services import build_services
+
+    services = build_services(args.workspace.resolve())
+    try:
+        yield services
+    finally:
+        services.close()
 
 
 def cmd_policy_check(args: argparse.Namespace) -> int:
-    from mnemo.policy import check, load_policy
+    from mnemo.policy import check
 
-    root = _root(args)
-    problems: list[str] = []
-    config = load_policy(root, problems)
+    with _services(args) as services:
+        config, problems = services.policy()
+        root = services.workspace.root
     for problem in problems:
         print(f"warning: mnemo.toml: {problem}", file=sys.stderr)
     key = "command" if args.tool == "exec" else "path"
@@ -85,12 +97,11 @@ def cmd_policy_check(args: argparse.Namespace) -> int:
 
 def cmd_exec(args: argparse.Namespace) -> int:
     from mnemo.policy.approvals import TerminalApprover
-    from mnemo.services import build_tool_gate
 
-    gate = build_tool_gate(
-        _root(args), TerminalApprover(assume_yes=args.yes), approval_timeout_s=args.approval_timeout
-    )
-    outcome = gate.call(CLI_SESSION, "exec", {"command": args.shell_command})
+    with _services(args) as services:
+        approver = TerminalApprover(assume_yes=args.yes)
+        gate = services.tool_gate(approver, approval_timeout_s=args.approval_timeout)
+        outcome = gate.call(CLI_SESSION, "exec", {"command": args.shell_command})
     if outcome.exit_code is None:  # refused, denied, or the sandbox could not start
         print(f"mnemo: {outcome.output}", file=sys.stderr)
         return 1
@@ -99,13 +110,9 @@ def cmd_exec(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def _audit(args: argparse.Namespace) -> Any:
-    from mnemo.config import load_settings
-    from mnemo.services import audit_log_for
-
-    root = _root(args)
-    settings, _ = load_settings(root)
-    return audit_log_for(root, settings)
+def _audit(args: argparse.Namespace) -> AuditLog:
+    with _services(args) as services:
+        return services.audit_log
 
 
 def cmd_audit_verify(args: argparse.Namespace) -> int:

@@ -35,15 +35,18 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
 
 
 def cmd_security_audit(args: argparse.Namespace) -> int:
-    from mnemo.config import load_settings
+    from mnemo import wire
     from mnemo.security.audit import AuditInputs, security_audit
-    from mnemo.services import audit_log_for
+    from mnemo.services import build_services
 
-    root = Path(args.workspace).resolve()
-    settings, _ = load_settings(root)
-    report = security_audit(AuditInputs(root, settings, audit_log_for(root, settings)))
+    services = build_services(Path(args.workspace).resolve())
+    try:
+        root = services.workspace.root
+        report = security_audit(AuditInputs(root, services.settings, services.audit_log))
+    finally:
+        services.close()
     if args.json:
-        print(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
+        print(json.dumps(wire.security_report(report), ensure_ascii=False, indent=2))
         return report.exit_code
     for finding in report.findings:
         where = f" [{finding.where}]" if finding.where else ""

@@ -8,29 +8,25 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # gitpython loads only for commit and log
-    from mnemo.editor.vcs import MemoryRepo
+    from mnemo.services import Services
 
 
-def _repo(args: argparse.Namespace) -> MemoryRepo:
-    from mnemo.config import load_settings
-    from mnemo.editor.vcs import MemoryRepo
-    from mnemo.workspace.layout import Workspace
+def _services(args: argparse.Namespace) -> Services:
+    """The composition root's services (only Git is used: the index and the models are never loaded)."""
+    from mnemo.services import build_services
 
-    root = args.workspace.resolve()
-    settings, problems = load_settings(root)
-    for problem in problems:
+    services = build_services(args.workspace.resolve())
+    for problem in services.problems:
         print(f"warning: {problem}", file=sys.stderr)
-    workspace = Workspace(
-        root,
-        ignore=[*settings.index.ignore, settings.index.dir],
-        extra_paths=settings.index.extra_paths,
-        include_sessions=settings.memory.commit_sessions,
-    )
-    return MemoryRepo(workspace, include_sessions=settings.memory.commit_sessions)
+    return services
 
 
 def cmd_commit(args: argparse.Namespace) -> int:
-    result = _repo(args).commit(message=args.message, force=args.force, init_repo=args.init)
+    services = _services(args)
+    try:
+        result = services.repo.commit(message=args.message, force=args.force, init_repo=args.init)
+    finally:
+        services.close()
     print(f"[{result.sha[:10]}] {result.message.rstrip()}")
     return 0
 
@@ -45,9 +41,14 @@ def cmd_log(args: argparse.Namespace) -> int:
     line = args.line if args.line is not None else cited.start
     if args.line is None and cited.start != cited.end:
         print(f"note: history of line {line}, the first line of {cited}", file=sys.stderr)
-    repo = _repo(args)
-    repo.workspace.resolve_memory_path(cited.path)
-    for entry in repo.history(cited.path, line):
+    services = _services(args)
+    try:
+        repo = services.repo
+        repo.workspace.resolve_memory_path(cited.path)
+        entries = repo.history(cited.path, line)
+    finally:
+        services.close()
+    for entry in entries:
         print(f"{entry.sha[:10]} {entry.date[:10]} {entry.author}: {entry.subject}")
     return 0
 

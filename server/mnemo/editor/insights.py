@@ -1,32 +1,19 @@
 """Why a memory line is (or is not) recalled: its chunk, retrieval history, decay and last Git change.
 
-Everything here reads the index (a reader cursor the caller provides) and Git's blame cache; nothing
-calls a model, so a hover answers in milliseconds.
+Everything here reads the index (an :class:`~mnemo.index.api.IndexReader` the caller holds) and Git's
+blame cache; nothing calls a model, so a hover answers in milliseconds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
-from typing import Any
-
-import duckdb
+from datetime import date
 
 from mnemo.config import SearchSettings
 from mnemo.editor.vcs import BlameLine
+from mnemo.index.api import ChunkStats, IndexReader, LastRetrieval
+from mnemo.memory.feedback import FeedbackBook
 from mnemo.search import ranking
-
-
-@dataclass(frozen=True)
-class LastRetrieval:
-    query: str
-    when: datetime
-    vector: float | None
-    text: float
-    decay: float
-    weight: float
-    score: float
-    rank: int
 
 
 @dataclass(frozen=True)
@@ -41,40 +28,9 @@ class LineInsight:
     age_days: float | None  # None: evergreen
     decay_today: float
     blame: BlameLine | None
-
-    def as_dict(self) -> dict[str, Any]:
-        last = self.last
-        return {
-            "path": self.path,
-            "line": self.line,
-            "chunk": None
-            if self.start_line is None
-            else {"startLine": self.start_line, "endLine": self.end_line, "heading": self.heading},
-            "timesRetrieved": self.times_retrieved,
-            "last": None
-            if last is None
-            else {
-                "query": last.query,
-                "when": last.when.isoformat(timespec="seconds"),
-                "vector": last.vector,
-                "text": last.text,
-                "decay": last.decay,
-                "weight": last.weight,
-                "score": last.score,
-                "rank": last.rank,
-            },
-            "ageDays": self.age_days,
-            "decayToday": self.decay_today,
-            "git": None
-            if self.blame is None
-            else {
-                "commit": self.blame.sha,
-                "date": self.blame.date,
-                "author": self.blame.author,
-                "summary": self.blame.summary,
-                **({"error": self.blame.error} if self.blame.error else {}),
-            },
-        }
+    useful: int = 0
+    """Feedback from the chat turns that recalled the chunk (:mod:`mnemo.memory.feedback`)."""
+    not_useful: int = 0
 
     def to_markdown(self) -> str:
         out = [f"**mnemo** · `{self.path}`"]
@@ -95,6 +51,8 @@ class LineInsight:
                 f"“{last.query}”: score **{last.score:.3f}** (rank {last.rank}) = vector {vector}, "
                 f"text {last.text:.3f}, decay ×{last.decay:.3f}, weight ×{last.weight:g}"
             )
+        if self.useful or self.not_useful:
+            out.append(f"Feedback from chats that recalled it: useful {self.useful} / not {self.not_useful}")
         if self.blame is not None:
             if self.blame.error:
                 out.append(f"Git: {self.blame.error}")
@@ -118,44 +76,24 @@ def decay_today(day: date | None, settings: SearchSettings, today: date) -> tupl
 
 
 @dataclass(frozen=True)
-class ChunkStats:
-    """One chunk of a file with its retrieval statistics (one query serves every hover of the file)."""
+class FeedbackStats(ChunkStats):
+    """A chunk's statistics with its feedback tally."""
 
-    key: str
-    start_line: int
-    end_line: int
-    heading: str
-    day: date | None
-    times_retrieved: int
-    last: LastRetrieval | None
+    useful: int = 0
+    not_useful: int = 0
 
 
-def file_chunk_stats(con: duckdb.DuckDBPyConnection, path: str) -> list[ChunkStats]:
-    rows = con.execute(
-        "SELECT c.key, c.start_line, c.end_line, c.heading, c.day, count(r.chunk_key), "
-        "arg_max([r.query, CAST(r.searched_at AS VARCHAR), CAST(r.vector AS VARCHAR), CAST(r.text AS VARCHAR), "
-        "CAST(r.decay AS VARCHAR), CAST(r.weight AS VARCHAR), CAST(r.score AS VARCHAR), "
-        "CAST(r.rank AS VARCHAR)], r.searched_at) "
-        "FROM chunks c LEFT JOIN retrievals r ON r.chunk_key = c.key WHERE c.path = ? "
-        "GROUP BY c.key, c.start_line, c.end_line, c.heading, c.day ORDER BY c.start_line",
-        [path],
-    ).fetchall()
-    out = []
-    for key, start, end, heading, day, count, last in rows:
-        retrieval = None
-        if count and last is not None:
-            query, when, vector, text, decay, weight, score, rank = last
-            retrieval = LastRetrieval(
-                query,
-                datetime.fromisoformat(when),
-                None if vector is None else float(vector),
-                float(text),
-                float(decay),
-                float(weight),
-                float(score),
-                int(rank),
-            )
-        out.append(ChunkStats(key, start, end, heading or "", day, int(count), retrieval))
+def file_chunk_stats(reader: IndexReader, path: str) -> list[ChunkStats]:
+    """The file's chunks with their retrieval statistics (and feedback, for chunks that have some)."""
+    tallies = FeedbackBook.file_tallies(reader, path)
+    out: list[ChunkStats] = []
+    for c in reader.chunk_stats(path):
+        t = tallies.get(c.key)
+        if t is None:
+            out.append(c)
+            continue
+        fields = (c.key, c.start_line, c.end_line, c.heading, c.day, c.times_retrieved, c.last)
+        out.append(FeedbackStats(*fields, t.useful, t.not_useful))
     return out
 
 
@@ -176,6 +114,7 @@ def insight_from_stats(
     if not holding:
         return LineInsight(path, line, None, None, "", 0, None, age, decay, blame)
     chunk = max(holding, key=lambda c: c.start_line)
+    votes = (chunk.useful, chunk.not_useful) if isinstance(chunk, FeedbackStats) else (0, 0)
     return LineInsight(
         path,
         line,
@@ -187,6 +126,7 @@ def insight_from_stats(
         age,
         decay,
         blame,
+        *votes,
     )
 
 
@@ -205,14 +145,8 @@ class ChunkLens:
         return f"recalled {self.times_retrieved} time{'s' if self.times_retrieved != 1 else ''}, last score {self.last_score:.2f}"
 
 
-def chunk_lenses(con: duckdb.DuckDBPyConnection, path: str) -> list[ChunkLens]:
-    rows = con.execute(
-        "SELECT c.start_line, c.end_line, c.heading, count(r.chunk_key), arg_max(r.score, r.searched_at) "
-        "FROM chunks c LEFT JOIN retrievals r ON r.chunk_key = c.key WHERE c.path = ? "
-        "GROUP BY c.start_line, c.end_line, c.heading ORDER BY c.start_line",
-        [path],
-    ).fetchall()
+def chunk_lenses(reader: IndexReader, path: str) -> list[ChunkLens]:
     return [
-        ChunkLens(s, e, h or "", int(n), None if score is None else float(score))
-        for s, e, h, n, score in rows
+        ChunkLens(c.start_line, c.end_line, c.heading, c.times_retrieved, c.last.score if c.last else None)
+        for c in reader.chunk_stats(path)
     ]

@@ -7,13 +7,8 @@ only convert.
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator
 from datetime import date
-
-import duckdb
-import numpy as np
 
 from mnemo.config import Settings
 from mnemo.editor import hygiene, memory_edits
@@ -36,37 +31,16 @@ READ_WAIT_S = 1.0
 
 
 class EditorService:
-    def __init__(self, memory: MemoryService, settings: Settings) -> None:
+    def __init__(self, memory: MemoryService, settings: Settings, repo: MemoryRepo | None = None) -> None:
+        """``repo``: Git for the memory files (the composition root's, :attr:`mnemo.services.Services.repo`)."""
         self.memory = memory
         self.settings = settings
         self.workspace = memory.workspace
         self.blame = BlameCache(self.workspace.root)
         self._blame_lock = threading.Lock()
-        self.repo = MemoryRepo(self.workspace, include_sessions=settings.memory.commit_sessions)
+        self.repo = repo or MemoryRepo(self.workspace, include_sessions=settings.memory.commit_sessions)
         self._stats_cache: dict[str, tuple[int, list[ChunkStats]]] = {}
         """Per file: (index generation, chunk statistics); a hover re-reads only after the index changed."""
-
-    # -- reading the index -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _reader(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, int] | None]:
-        """(cursor, vector dims) on the current generation, or None when there is no index yet."""
-        indexer = self.memory.indexer
-        lock = indexer.swap_lock
-        if not lock.acquire(timeout=READ_WAIT_S):
-            yield None
-            return
-        try:
-            store = indexer.store
-            if store is None:
-                yield None
-                return
-            con = store.reader()
-            try:
-                yield con, store.identity.dims
-            finally:
-                con.close()
-        finally:
-            lock.release()
 
     def is_memory_markdown(self, rel: str) -> bool:
         memory_file = self.workspace.classify(rel)
@@ -85,10 +59,10 @@ class EditorService:
         generation = self.memory.generation
         cached = self._stats_cache.get(rel)
         if cached is None or cached[0] != generation:
-            with self._reader() as reading:
-                if reading is None:
+            with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
+                if reader is None:
                     return LineInsight(rel, line, None, None, "", 0, None, None, 1.0, blamed)
-                cached = (generation, file_chunk_stats(reading[0], rel))
+                cached = (generation, file_chunk_stats(reader, rel))
             if len(self._stats_cache) > STATS_CACHE_FILES:
                 self._stats_cache.clear()
             self._stats_cache[rel] = cached
@@ -100,29 +74,24 @@ class EditorService:
         if not self.settings.server.code_lens or not self.is_memory_markdown(rel):
             return []
         self.memory.flush_retrievals(timeout_s=0.2)
-        with self._reader() as reading:
-            return [] if reading is None else chunk_lenses(reading[0], rel)
+        with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
+            return [] if reader is None else chunk_lenses(reader, rel)
 
     # -- diagnostics ---------------------------------------------------------------------------------
     def known_files(self) -> set[str]:
         return {memory_file.path for memory_file, _ in self.workspace.scan()}
 
-    def _vectors(self) -> list[hygiene.ChunkVector]:
-        with self._reader() as reading:
-            if reading is None or reading[1] == 0:
-                return []  # keyword mode: no vectors, no near-duplicate check
-            rows = (
-                reading[0]
-                .execute(
-                    "SELECT path, start_line, end_line, heading, text, embedding FROM chunks "
-                    "WHERE source = 'memory' AND embedding IS NOT NULL ORDER BY path, start_line"
-                )
-                .fetchall()
-            )
-        return [
-            hygiene.ChunkVector(p, s, e, h or "", t, np.asarray(v, dtype=np.float32))
-            for p, s, e, h, t, v in rows
-        ]
+    def _vectors(self) -> hygiene.VectorSpace:
+        with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
+            # keyword mode (no vectors): none, so no near-duplicate check
+            chunks = [] if reader is None else reader.embedded_chunks("memory")
+        return hygiene.VectorSpace(
+            [
+                hygiene.ChunkVector(c.path, c.start_line, c.end_line, c.heading, c.text, c.embedding)
+                for c in chunks
+                if c.embedding is not None
+            ]
+        )
 
     def diagnose(
         self,
@@ -130,7 +99,7 @@ class EditorService:
         text: str,
         *,
         known: set[str] | None = None,
-        vectors: list[hygiene.ChunkVector] | None = None,
+        vectors: hygiene.VectorSpace | None = None,
     ) -> list[hygiene.Problem]:
         """Hygiene problems of one memory file's text (the editor buffer or the disk)."""
         if not self.is_memory_markdown(rel):
@@ -141,8 +110,7 @@ class EditorService:
             text,
             known=self.known_files() if known is None else known,
             budget_chars=self.settings.memory.injection_budget_chars,
-            own_vectors=[v for v in vectors if v.path == rel],
-            other_vectors=[v for v in vectors if v.path != rel],
+            vectors=vectors,
             duplicate_threshold=self.settings.memory.duplicate_threshold,
         )
 

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
-from typing import Any
 
 from mnemo.editor.vcs_git import GitFailed, InertGit, RepoPaths, UnsafeRepository
 from mnemo.errors import MnemoError
@@ -60,13 +59,6 @@ class CommitResult:
     message: str
     files: list[FileChange]
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "commit": self.sha,
-            "message": self.message,
-            "files": [{"path": f.path, "status": f.status} for f in self.files],
-        }
-
 
 @dataclass(frozen=True)
 class HistoryEntry:
@@ -74,9 +66,6 @@ class HistoryEntry:
     date: str  # ISO 8601
     author: str
     subject: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"commit": self.sha, "date": self.date, "author": self.author, "subject": self.subject}
 
 
 @dataclass(frozen=True)

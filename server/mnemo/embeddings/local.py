@@ -13,6 +13,7 @@ import ctypes
 import importlib.util
 import io
 import logging
+import mmap
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ import numpy as np
 from mnemo import filehash, native_probe
 
 from .base import EmbeddingError, FloatArray, embed_windowed
-from .gguf_convert import DEFAULT_CONTEXT, DEFAULT_MODEL_NAME, ensure_default_gguf
+from .gguf_convert import DEFAULT_CONTEXT, DEFAULT_DIMS, DEFAULT_MODEL_NAME, ensure_default_gguf
 from .threads import passive_waiting
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,19 @@ MAX_CONTEXT = 8192
 """Upper bound on the context we allocate, whatever the model was trained for."""
 
 _log_callback: Any = None  # keeps the ctypes callback alive for as long as the process runs
+
+
+_MADV_DONTNEED = 4
+
+
+def _madvise(address: int, length: int) -> bool:
+    """``madvise(MADV_DONTNEED)``: the kernel takes the pages back (zero-filled if touched again)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        return int(libc.madvise(address, length, _MADV_DONTNEED)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def llama_cpp_available() -> bool:
@@ -101,6 +115,8 @@ class LocalEmbedder:
         self._dims = 0
         self._prefix: list[int] = []
         self._suffix: list[int] = []
+        self._released_outputs = 0
+        """Output rows whose unused logits were handed back to the kernel (:meth:`_release_logits`)."""
 
     # -- model file -------------------------------------------------------------------------
 
@@ -178,6 +194,11 @@ class LocalEmbedder:
                 raise EmbeddingError(f"llama.cpp cannot load {path}: {'; '.join(errors)}")
             self._n_ctx = llm.n_ctx()
             self._dims = llm.n_embd()
+            if self._user_path is None and self._dims != DEFAULT_DIMS:
+                llm.close()
+                raise EmbeddingError(
+                    f"{path}: {self._dims} dims, expected {DEFAULT_DIMS}; reinstall the model"
+                )
             with_special = llm.tokenize(b"a", add_bos=True, special=False)
             plain = llm.tokenize(b"a", add_bos=False, special=False)
             start = next(
@@ -204,6 +225,10 @@ class LocalEmbedder:
 
     @property
     def dims(self) -> int:
+        """Known without loading for the default model (a sync commits the keyword side of a new index
+        before the model has loaded); loads a user's model to read it."""
+        if self._llm is None and self._user_path is None:
+            return DEFAULT_DIMS
         self._load()
         return self._dims
 
@@ -266,12 +291,40 @@ class LocalEmbedder:
                     pointer = llama_cpp.llama_get_embeddings(llm._ctx.ctx)
                     vector = np.ctypeslib.as_array(pointer, shape=(len(tokens), self._dims)).mean(axis=0)
                 out[row] = vector
+            self._release_logits(llm, max(len(tokens) for tokens in sequences))
         if not np.all(np.isfinite(out)):
             raise EmbeddingError("llama.cpp produced NaN or infinite embeddings")
         return out
+
+    def _release_logits(self, llm: Any, n_tokens: int) -> None:
+        """Give back the pages of llama.cpp's logits rows, once per growth of its output buffer.
+
+        In embedding mode llama.cpp makes every token an output and reserves a logits row (n_vocab
+        floats: 119 KiB for MiniLM) per output, which a pooled embedding model never uses; the rows are
+        touched when the buffer is (re)allocated and stay resident: 30-60 MB of a server's RSS. They are
+        not written by later decodes, so releasing them once after the buffer grows keeps them out."""
+        import llama_cpp
+
+        ctx = llm._ctx.ctx
+        outputs = max(n_tokens, int(llama_cpp.llama_n_seq_max(ctx)))  # the buffer holds at least these
+        if outputs <= self._released_outputs:
+            return
+        pointer = llama_cpp.llama_get_logits(ctx)
+        start = ctypes.cast(pointer, ctypes.c_void_p).value if pointer else None
+        if not start:
+            return
+        end = start + outputs * int(llm.n_vocab()) * 4
+        embeddings = llama_cpp.llama_get_embeddings(ctx)
+        if not embeddings or (ctypes.cast(embeddings, ctypes.c_void_p).value or 0) < end:
+            return  # not the layout this relies on (logits rows, then the embeddings): leave it alone
+        page = mmap.PAGESIZE
+        low, high = -(-start // page) * page, end // page * page
+        if high > low and _madvise(low, high - low):
+            self._released_outputs = outputs
 
     def close(self) -> None:
         with self._lock:
             if self._llm is not None:
                 self._llm.close()
                 self._llm = None
+                self._released_outputs = 0

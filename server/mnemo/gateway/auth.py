@@ -29,14 +29,17 @@ NONCE_TTL_S = 60.0
 ANYONE = frozenset({"auth.challenge", "auth.login", "health"})
 PERMISSIONS: dict[str, frozenset[str]] = {
     "guest": ANYONE | {"whoami", "chat.send"},
-    "user": ANYONE | {"whoami", "chat.send", "chat.history", "sessions.list", "memory.search", "memory.get"},
+    "user": ANYONE
+    | {"whoami", "chat.send", "chat.history", "chat.feedback", "sessions.list", "memory.search", "memory.get"},
     "admin": ANYONE
     | {
         "whoami",
         "chat.send",
         "chat.history",
+        "chat.feedback",
         "sessions.list",
         "sessions.reset",
+        "sessions.archive",
         "memory.search",
         "memory.get",
         "routes.list",
@@ -45,6 +48,8 @@ PERMISSIONS: dict[str, frozenset[str]] = {
         "status",
         "approvals.list",
         "approvals.resolve",
+        "plugins.list",
+        "plugins.reload",
     },
 }
 """Methods each role may call. Guests chat in sessions that never see MEMORY.md or private recall."""

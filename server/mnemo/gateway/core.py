@@ -12,14 +12,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from mnemo.agent.steering import SteeringFull, SteerState
+from mnemo.agent.tools import ReplyCitation
 from mnemo.errors import MnemoError
 
 from .lanes import Lanes
 from .routing import InboundMessage, Route, Router
 from .session_table import SessionTable
 from .settings import GatewaySettings
+
+if TYPE_CHECKING:
+    from mnemo.agent.archive import ArchiveReport
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +46,7 @@ class ChatResult(Protocol):
     @property
     def text(self) -> str: ...
     @property
-    def citations(self) -> list[dict[str, Any]]: ...
+    def citations(self) -> list[ReplyCitation]: ...
     @property
     def finish_reason(self) -> str: ...
     @property
@@ -68,6 +73,10 @@ class ChatAgent(Protocol):
         cancel: threading.Event | None = None,
     ) -> ChatResult: ...
 
+    def steer(self, session_id: str, text: str) -> SteerState:
+        """Hand ``text`` to the session's running turn; ``idle`` when none runs."""
+        ...
+
 
 @dataclass
 class GatewayReply:
@@ -75,25 +84,13 @@ class GatewayReply:
     route: Route
     session_id: str
     fresh_session: bool = False
-    citations: list[dict[str, Any]] = field(default_factory=list)
+    citations: list[ReplyCitation] = field(default_factory=list)
     finish_reason: str = "stop"
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "agent": self.route.agent,
-            "sessionKey": self.route.session_key,
-            "sessionId": self.session_id,
-            "kind": self.route.kind,
-            "matchedBy": self.route.matched_by,
-            "freshSession": self.fresh_session,
-            "citations": self.citations,
-            "finishReason": self.finish_reason,
-            "notes": self.notes,
-            "seconds": round(self.seconds, 3),
-        }
+    steered: SteerState | None = None
+    """Set when the message went into the session's running turn (``[gateway] steering``): its answer
+    comes with that turn's reply, this one has no text."""
 
 
 class GatewayCore:
@@ -106,6 +103,8 @@ class GatewayCore:
         self.handled = 0
         self.after_turn: Callable[[ChatResult], None] | None = None
         """Called in the worker thread with the agent's reply (e.g. to re-index files its tools wrote)."""
+        self.archive: Callable[[str | None, bool], ArchiveReport | None] | None = None
+        """The session archive, ``(month, dry_run)`` (``Services.archive``): ``sessions.archive`` runs it."""
 
     async def handle(
         self,
@@ -118,6 +117,10 @@ class GatewayCore:
         if len(message.text) > self.settings.max_message_chars:
             raise MessageTooLarge(len(message.text), self.settings.max_message_chars)
         route = self.router.resolve(message, force_group=force_group)
+        steered = self._steer(message, route)
+        if steered is not None:
+            self.handled += 1
+            return steered
         started = time.perf_counter()
         cancel = threading.Event()
 
@@ -134,6 +137,22 @@ class GatewayCore:
         reply.seconds = time.perf_counter() - started
         self.handled += 1
         return reply
+
+    def _steer(self, message: InboundMessage, route: Route) -> GatewayReply | None:
+        """With ``steering`` on, a message for a session whose turn runs, with nothing waiting in its lane,
+        joins that turn (order kept: it cannot overtake a queued message); None: queue it as usual."""
+        if not self.settings.steering or not self.lanes.steerable(route.session_key):
+            return None
+        entry = self.table.get(route.session_key)
+        if entry is None:
+            return None
+        try:
+            state = self.agent.steer(entry.session_id, _with_attachments(message))
+        except SteeringFull:  # the turn holds enough: wait in the lane (bounded by queue_limit)
+            return None
+        if state == "idle":  # the turn ended meanwhile, or a command such as /new: the lane takes it
+            return None
+        return GatewayReply("", route, entry.session_id, steered=state)
 
     def _turn(
         self,
@@ -155,9 +174,7 @@ class GatewayCore:
                 on_delta(reply_text)
             return GatewayReply(reply_text, route, session_id, fresh_session=True)
         entry, fresh = self.table.use(route.session_key, route.agent, route.kind, policy, time.time())
-        if message.attachments:
-            listed = ", ".join(f"{a.kind} {a.name or a.url}".strip() for a in message.attachments)
-            text = f"{text}\n\n[attachments: {listed}]"
+        text = _with_attachments(message)
         result = self.agent.chat(text, entry.session_id, kind=route.kind, on_delta=on_delta, cancel=cancel)
         if self.after_turn is not None:
             try:
@@ -179,3 +196,10 @@ class GatewayCore:
 
     def close(self) -> None:
         self.lanes.close()
+
+
+def _with_attachments(message: InboundMessage) -> str:
+    if not message.attachments:
+        return message.text
+    listed = ", ".join(f"{a.kind} {a.name or a.url}".strip() for a in message.attachments)
+    return f"{message.text}\n\n[attachments: {listed}]"

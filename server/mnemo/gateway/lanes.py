@@ -101,6 +101,12 @@ class Lanes:
             if not lane.running and lane.waiting == 0 and not lane.lock.locked():
                 self._lanes.pop(key, None)
 
+    def steerable(self, key: str) -> bool:
+        """A turn of ``key`` runs and no message waits behind it: a new one may join that turn without
+        overtaking anything (event-loop only, like :meth:`run`)."""
+        lane = self._lanes.get(key)
+        return lane is not None and lane.running and lane.waiting == 0
+
     def stats(self) -> dict[str, int]:
         return {
             "lanes": len(self._lanes),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import WSMsgType, web
 
+from mnemo import wire
 from mnemo.errors import MnemoError
 from mnemo.memory.citations import get_args
 from mnemo.memory.limits import InvalidInput, check_max_results
@@ -103,9 +104,17 @@ class GatewayCalls(Protocol):
 
     async def history(self, session_key: str, limit: int) -> dict[str, Any]: ...
 
+    async def feedback(
+        self, session_id: str, turn: int | None, useful: bool, *, user: str = ""
+    ) -> dict[str, Any]: ...
+
     async def status(self) -> dict[str, Any]: ...
 
     def channel_states(self) -> list[dict[str, Any]]: ...
+
+    async def reload_plugins(self) -> dict[str, Any]: ...
+
+    def plugin_states(self) -> list[dict[str, Any]]: ...
 
 
 class RpcFront:
@@ -130,8 +139,10 @@ class RpcFront:
             "whoami": self.whoami,
             "chat.send": self.chat_send,
             "chat.history": self.chat_history,
+            "chat.feedback": self.chat_feedback,
             "sessions.list": self.sessions_list,
             "sessions.reset": self.sessions_reset,
+            "sessions.archive": self.sessions_archive,
             "memory.search": self.memory_search,
             "memory.get": self.memory_get,
             "routes.list": self.routes_list,
@@ -140,6 +151,8 @@ class RpcFront:
             "status": self.status,
             "approvals.list": self.approvals_list,
             "approvals.resolve": self.approvals_resolve,
+            "plugins.list": self.plugins_list,
+            "plugins.reload": self.plugins_reload,
         }
         self.connections: set[Connection] = set()
         self.permissions, self.setting_problems = role_table(settings.roles, self.methods)
@@ -252,7 +265,24 @@ class RpcFront:
                 )
 
         reply = await self.core.handle(message, on_delta=on_delta, force_group=conn.role == "guest")
-        return reply.as_dict()
+        return wire.gateway_reply(reply)
+
+    async def chat_feedback(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """Whether a turn of a session's answer helped: ``{"sessionKey", "turn"?, "useful"}``."""
+        from mnemo.memory.turns import FeedbackError
+
+        entry = self.core.table.get(_text(params, "sessionKey"))
+        if entry is None:
+            raise RpcError(INVALID_PARAMS, "no such session key")
+        useful, turn = params.get("useful"), params.get("turn")
+        if not isinstance(useful, bool):
+            raise RpcError(INVALID_PARAMS, "'useful' must be true or false")
+        if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
+            raise RpcError(INVALID_PARAMS, "'turn' is 1-based: a whole number >= 1")
+        try:
+            return await self.calls.feedback(entry.session_id, turn, useful, user=conn.principal)
+        except FeedbackError as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from exc
 
     async def chat_history(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self.calls.history(_text(params, "sessionKey"), int(params.get("limit", 50)))
@@ -284,6 +314,21 @@ class RpcFront:
             raise RpcError(INVALID_PARAMS, "no such session key")
         return {"sessionKey": entry.key, "sessionId": entry.session_id}
 
+    async def sessions_archive(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """Archive the finished months of the sessions now (admin; the gateway also does it daily)."""
+        run = self.core.archive
+        if run is None:
+            raise RpcError(SERVER_ERROR, "this gateway has no session archive")
+        month, dry_run = params.get("month"), params.get("dryRun", False)
+        if (month is not None and not isinstance(month, str)) or not isinstance(dry_run, bool):
+            raise RpcError(INVALID_PARAMS, "'month' must be a string YYYY-MM and 'dryRun' true or false")
+        try:
+            report = await asyncio.to_thread(run, month, dry_run)
+        except InvalidInput as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from exc
+        assert report is not None
+        return wire.archive_report(report)
+
     async def routes_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         s = self.settings
         return {
@@ -310,6 +355,13 @@ class RpcFront:
 
     async def status(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self.calls.status()
+
+    async def plugins_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return {"plugins": self.calls.plugin_states()}
+
+    async def plugins_reload(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        log.info("plugins.reload by %s", conn.principal)
+        return await self.calls.reload_plugins()
 
     # -- approvals (admin) ----------------------------------------------------------------------------
     def notify_admins(self, method: str, params: dict[str, Any]) -> None:

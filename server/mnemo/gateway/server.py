@@ -18,30 +18,38 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
-from mnemo import __version__
+from mnemo import __version__, wire
 from mnemo.agent.sessions import SessionStore
 from mnemo.errors import MnemoError
 
 from .auth import Authenticator
-from .channels.base import Channel, ChannelError, load_channel_class
+from .channels.base import BUILT_IN, Channel, ChannelError, load_channel_class
 from .constraints import AddressFilter, server_ssl_context
 from .core import ChatAgent, GatewayCore, GatewayReply
 from .lanes import UserSlots
+from .plugins import PluginManager, ToolRegistry
 from .routing import InboundMessage
 from .rpc import RpcFront
 from .session_table import SessionTable
 from .settings import GatewaySettings
 
 if TYPE_CHECKING:
+    from mnemo.memory.reading import FileLines
+    from mnemo.memory.status import IndexStatus
+    from mnemo.memory.turns import FeedbackResult
     from mnemo.policy.approvals import ApprovalQueue, ApprovalRequest
+    from mnemo.search.hybrid import SearchOutcome
 
 log = logging.getLogger(__name__)
 
 
 class MemoryReader(Protocol):
-    def search(self, query: str, *, max_results: int | None = None, filters: Any = None) -> Any: ...
-    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]: ...
-    def status(self) -> dict[str, Any]: ...
+    """What the gateway reads of memory (:class:`mnemo.memory.sharing.SharedMemory`)."""
+
+    def search(self, query: str, *, max_results: int | None = None, filters: Any = None) -> SearchOutcome: ...
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> FileLines: ...
+    def status(self) -> IndexStatus: ...
+    def record_feedback(self, session_id: str, turn: int | None, useful: bool) -> FeedbackResult: ...
 
 
 class MemoryFailed(MnemoError):
@@ -93,7 +101,9 @@ class Gateway:
         memory: MemoryReader,
         table_path: Path,
         approvals: ApprovalQueue | None = None,
+        tools: ToolRegistry | None = None,
     ) -> None:
+        """``tools``: where plugin tools go (the agent's ``tools.plugins``); None: plugins give channels only."""
         self.root = root
         self.settings = settings
         self.version = __version__
@@ -115,6 +125,8 @@ class Gateway:
         self.app.router.add_get("/health", self._health)
         self.app.router.add_get("/rpc", self.rpc.handle_ws)
         self._load_channels()
+        self.plugins = PluginManager(root / "plugins", self, tools, settings.channels)
+        self.app.router.register_resource(self.plugins.routes)  # after every other route
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         if approvals is not None:
@@ -154,8 +166,8 @@ class Gateway:
     # -- channels ---------------------------------------------------------------------------------------
     def _load_channels(self) -> None:
         for name, config in self.settings.channels.items():
-            if not config.get("enabled", True):
-                continue
+            if not config.get("enabled", True) or name not in BUILT_IN:
+                continue  # the others come from plugins (entry points, plugins/): self.plugins runs them
             try:
                 channel = load_channel_class(name)(self, config)
             except ChannelError as exc:
@@ -168,7 +180,13 @@ class Gateway:
     def channel_states(self) -> list[dict[str, Any]]:
         states = [{**c.describe(), "state": "on"} for c in self.channels.values()]
         states += [{"name": n, "state": "off", "problem": p} for n, p in self.channel_problems.items()]
-        return states
+        return states + self.plugins.channel_states(set(BUILT_IN))
+
+    async def reload_plugins(self) -> dict[str, Any]:
+        return await self.plugins.reload()
+
+    def plugin_states(self) -> list[dict[str, Any]]:
+        return self.plugins.states_list()
 
     # -- memory and sessions (blocking work off the event loop) ---------------------------------------
     async def memory_search(
@@ -178,16 +196,23 @@ class Gateway:
             outcome = await self._memory_call(
                 "memory.search", self.memory.search, query, max_results=max_results, filters=filters
             )
-        return dict(outcome.as_dict())
+        return wire.search_outcome(outcome)
 
     async def memory_get(
         self, path: str, start: int | None, lines: int | None, *, user: str = ""
     ) -> dict[str, Any]:
         with self.memory_slots.slot(user):
-            result: dict[str, Any] = await self._memory_call(
-                "memory.get", self.memory.get, path, start, lines
+            got: FileLines = await self._memory_call("memory.get", self.memory.get, path, start, lines)
+        return wire.file_lines(got)
+
+    async def feedback(
+        self, session_id: str, turn: int | None, useful: bool, *, user: str = ""
+    ) -> dict[str, Any]:
+        with self.memory_slots.slot(user):
+            done = await self._memory_call(
+                "chat.feedback", self.memory.record_feedback, session_id, turn, useful
             )
-        return result
+        return wire.feedback_result(done)
 
     async def _memory_call(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a memory call in a worker thread; anything else it raises (a DuckDB internal error, a bug)
@@ -228,7 +253,8 @@ class Gateway:
             "lanes": self.core.stats(),
             "connections": len(self.rpc.connections),
             "channels": self.channel_states(),
-            "memory": memory,
+            "plugins": self.plugin_states(),
+            "memory": wire.index_status(memory),
         }
 
     async def _health(self, request: web.Request) -> web.Response:
@@ -249,6 +275,7 @@ class Gateway:
         await site.start()
         for channel in self.channels.values():
             await channel.start()
+        await self.plugins.start()
         return int(self._runner.addresses[0][1])
 
     def ssl_context(self) -> ssl.SSLContext | None:
@@ -256,6 +283,7 @@ class Gateway:
         return server_ssl_context(self.root, self.settings.tls_cert, self.settings.tls_key)
 
     async def stop(self) -> None:
+        await self.plugins.stop()
         for channel in self.channels.values():
             try:
                 await channel.stop()

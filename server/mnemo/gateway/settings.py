@@ -96,6 +96,9 @@ class GatewaySettings:
     """Turns that may run at once across all sessions (each session runs one turn at a time)."""
     queue_limit: int = 32
     """Messages that may wait for one busy session; more are refused with a clear error."""
+    steering: bool = False
+    """A message for a session whose turn runs (and that nothing waits before) goes into that turn at its
+    next safe point instead of waiting in the lane; its ``chat.send`` answers at once (``steered``)."""
     turn_timeout_s: float = 600.0
     max_frame_bytes: int = 1_000_000
     """Largest WebSocket message or HTTP body accepted; a bigger frame closes the connection."""

@@ -13,25 +13,18 @@ Front matter read (:mod:`mnemo.markdown.frontmatter`): ``tags`` (or ``tag``) as 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import date
 
 import duckdb
 import pyarrow as pa
 
+from mnemo.index.api import FileMeta
 from mnemo.markdown.frontmatter import parse_front_matter
+
+__all__ = ["DDL", "FileMeta", "delete", "ensure", "extract", "known", "split_tags", "write", "write_many"]
 
 DDL = "CREATE TABLE IF NOT EXISTS file_meta(path VARCHAR, tags VARCHAR[], project VARCHAR, type VARCHAR, day DATE)"
 _DAY_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
-
-
-@dataclass(frozen=True)
-class FileMeta:
-    tags: tuple[str, ...] = ()
-    project: str | None = None
-    type: str | None = None
-    day: str | None = None
-    """ISO date from the front matter's ``date``, when it is a valid one."""
 
 
 def split_tags(value: str) -> tuple[str, ...]:

@@ -148,8 +148,10 @@ def search(
     *,
     limit: int,
     only_ids: Sequence[int] | None = None,
+    weights: QueryWeights | None = None,
 ) -> list[tuple[int, float, float, float]]:
-    """(chunk id, bm25, idf mass covered, idf mass of all query terms), best first.
+    """(chunk id, bm25, idf mass covered, idf mass of all query terms), best first. ``weights``: the
+    terms' :func:`query_weights` when the caller has them already (a second query of the same terms).
 
     Two queries: the query terms' ids, document frequencies and the collection statistics first
     (:func:`query_weights`); then the postings of just those term ids (inlined as constants, which DuckDB scans several times faster
@@ -161,7 +163,7 @@ def search(
     """
     if not terms or (only_ids is not None and not only_ids):
         return []
-    weights = query_weights(con, terms)
+    weights = weights or query_weights(con, terms)
     if weights is None:
         return []
     idf, total, avgdl = weights.idf, weights.total, weights.avgdl

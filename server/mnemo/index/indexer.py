@@ -35,11 +35,13 @@ from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
 from mnemo.errors import IndexBusy, SearchCancelled
 from mnemo.index import file_meta, opening, pending, repair
+from mnemo.index.identity import INDEX_FILE, chunker_id
+from mnemo.index.reader import DuckReader
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
-from mnemo.markdown.chunker import CHUNKER_VERSION, Chunk, chunk_markdown
+from mnemo.markdown.chunker import Chunk, chunk_markdown
 from mnemo.markdown.frontmatter import parse_front_matter
-from mnemo.text.terms import TERMS_VERSION, terms_string
+from mnemo.text.terms import terms_string
 from mnemo.workspace.layout import FileKind, MemoryFile, Workspace
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,6 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int, str], None]
 """(files done, files total, current path)."""
 
-INDEX_FILE = "index.duckdb"
 
 Replace = Literal["none", "chunker", "any"]
 """Which foreign index a sync replaces (see the module's docstring)."""
@@ -97,8 +98,6 @@ class Indexer:
         self.dir = workspace.root / index_settings.dir
         self.path = self.dir / INDEX_FILE
         self.store: ChunkStore | None = None
-        self.embed_lock = threading.Lock()
-        """llama.cpp is not thread-safe: every embed call (indexing or query) takes this lock."""
         self.swap_lock = threading.RLock()
         """Held by readers while they use a cursor and by the writer while it swaps generations."""
         self.opened = threading.Event()
@@ -114,7 +113,7 @@ class Indexer:
         )
 
     def _chunker(self) -> str:
-        return f"{CHUNKER_VERSION}/{TERMS_VERSION}/{self.chunking.target_tokens}/{self.chunking.overlap}"
+        return chunker_id(self.chunking)
 
     def open(self) -> bool:
         """Open the existing index, whatever it was built with (see :attr:`foreign`), repairing crash
@@ -169,7 +168,6 @@ class Indexer:
         return pending.embed_step(
             self.writable_store,
             self.embedder,
-            self.embed_lock,
             write_lock=write_lock,
             cancel=cancel,
             pause=pause,
@@ -195,8 +193,7 @@ class Indexer:
     def _count_pending(self, report: SyncReport) -> None:
         store = self.writable_store()
         if store is not None:
-            embedded, total = pending.vector_counts(store.con)
-            report.chunks_pending = total - embedded
+            report.chunks_pending = store.counts().pending
 
     def vector_dims(self) -> int:
         """Dims to search with: the index's when its vectors are of this embedder's model, else 0."""
@@ -232,18 +229,24 @@ class Indexer:
             self.open()
 
     @contextlib.contextmanager
-    def reading(self) -> Iterator[tuple[ChunkStore, duckdb.DuckDBPyConnection] | None]:
-        """(store, reader cursor) on the current generation, held against a swap; None with no index."""
-        with self.swap_lock:
+    def reading(self, *, timeout: float = -1) -> Iterator[DuckReader | None]:
+        """The read API (:class:`mnemo.index.api.IndexReader`) on the current generation, held against
+        a swap; None with no index, or when a swap held the generation past ``timeout`` seconds (>= 0)."""
+        if not self.swap_lock.acquire(timeout=timeout):
+            yield None
+            return
+        try:
             store = self.store
             if store is None:
                 yield None
                 return
             con = store.reader()
             try:
-                yield store, con
+                yield store.read_with(con)
             finally:
                 con.close()
+        finally:
+            self.swap_lock.release()
 
     def close(self) -> None:
         with self.swap_lock:
@@ -297,7 +300,7 @@ class Indexer:
         stale = len(set(known) - {memory_file.path for memory_file, _ in on_disk})
         for memory_file, stat in on_disk:
             state = known.get(memory_file.path)
-            stale += state is None or (state[1], state[2]) != (stat.st_mtime, stat.st_size)
+            stale += state is None or (state.mtime, state.size) != (stat.st_mtime, stat.st_size)
         return stale
 
     def _rebuild(self, report: SyncReport, progress: Progress | None, cancel: threading.Event | None) -> None:
@@ -341,13 +344,13 @@ class Indexer:
         on_disk = list(self.workspace.scan())
         report.files_seen = len(on_disk)
         present = set()
-        with_meta = file_meta.known(store.con) if live else set()
+        with_meta = store.meta_paths() if live else set()
         for done, (memory_file, stat) in enumerate(on_disk):
             if cancel is not None and cancel.is_set():
                 raise SearchCancelled("indexing cancelled")
             present.add(memory_file.path)
             state = known.get(memory_file.path)
-            if state is not None and state[1] == stat.st_mtime and state[2] == stat.st_size:
+            if state is not None and state.mtime == stat.st_mtime and state.size == stat.st_size:
                 if live and memory_file.path not in with_meta:
                     self._fill_meta(store, memory_file)  # indexed before the file_meta table existed
                 continue
@@ -356,12 +359,9 @@ class Indexer:
             source = read_memory_file(
                 self.workspace.root / memory_file.path, memory_file.kind, self.settings.max_file_bytes
             )
-            if state is not None and state[0] == source.digest and source.text is not None:
+            if state is not None and state.digest == source.digest and source.text is not None:
                 with store.transaction():
-                    store.con.execute(
-                        "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
-                        [stat.st_mtime, stat.st_size, memory_file.path],
-                    )
+                    store.touch_file(memory_file.path, stat.st_mtime, stat.st_size)
                 continue
             self._index_source(store, memory_file, source, stat.st_mtime, stat.st_size, report, live=live)
         store.flush_staged()
@@ -379,7 +379,7 @@ class Indexer:
         )
         meta = file_meta.extract(source.text, front_matter=memory_file.kind is not FileKind.SESSION)
         with store.transaction():
-            file_meta.write(store.con, memory_file.path, meta)
+            store.write_meta(memory_file.path, meta)
 
     def index_text(self, memory_file: MemoryFile, text: str) -> SyncReport:
         """Index an editor buffer's unsaved text for ``memory_file`` (the buffer wins over the disk).
@@ -438,8 +438,8 @@ class Indexer:
         new: list[Chunk] = []
         for chunk in chunks:
             found = existing.pop(chunk.key, None)
-            if found is not None and (found[1] or store.identity.dims == 0 or not embed):  # pending stays
-                kept.append((found[0], chunk))
+            if found is not None and (found.has_vector or store.identity.dims == 0 or not embed):
+                kept.append((found.id, chunk))  # a pending chunk stays pending unless embedding now
             else:
                 if found is not None:
                     existing[chunk.key] = found
@@ -480,11 +480,11 @@ class Indexer:
             report.files_indexed += 1
             return
         with store.transaction():
-            store.delete_chunks([cid for cid, _ in existing.values()])
+            store.delete_chunks([slot.id for slot in existing.values()])
             store.move_chunks([(cid, chunk.start_line, chunk.end_line) for cid, chunk in kept])
             store.insert_chunks(rows, matrix, live=live, pending=waiting)
             store.upsert_file(*file_row)
-            file_meta.write(store.con, memory_file.path, meta)
+            store.write_meta(memory_file.path, meta)
         report.files_indexed += 1
         report.chunks_reused += len(kept)
 
@@ -495,8 +495,7 @@ class Indexer:
             return None
 
         def one(text: str) -> np.ndarray:
-            with self.embed_lock:
-                vector: np.ndarray = self.embedder.embed([text])[0]
+            vector: np.ndarray = self.embedder.embed([text])[0]  # the embedder serialises its calls
             return vector
 
         found = pending.vectors_for(store, [embedding_input(c) for c in chunks], one if embed else None)

@@ -15,19 +15,10 @@ import duckdb
 
 from mnemo.index import repair
 from mnemo.index.duck import connect
-from mnemo.index.store import SCHEMA_VERSION, ChunkStore, IndexIdentity, replace_file
+from mnemo.index.identity import identity_from
+from mnemo.index.store import ChunkStore, IndexIdentity, replace_file
 
 log = logging.getLogger(__name__)
-
-
-def identity_from(meta: dict[str, str]) -> IndexIdentity | None:
-    """The identity of a complete index of this schema, else None."""
-    if meta.get("schema_version") != SCHEMA_VERSION or meta.get("complete") != "1":
-        return None
-    try:
-        return IndexIdentity(meta["provider"], meta["model"], int(meta["dims"]), meta["chunker"])
-    except (KeyError, ValueError):
-        return None
 
 
 def connect_identity(path: Path) -> tuple[duckdb.DuckDBPyConnection, IndexIdentity] | None:

@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
 from mnemo.embeddings import Embedder
-
-if TYPE_CHECKING:
-    from mnemo.index.store import ChunkStore
+from mnemo.index.api import IndexWriter, PendingChunk
 
 EMBED_BATCH = 32
 """Pending chunks embedded per committed batch (a couple of seconds of a local model on a busy CPU)."""
@@ -48,18 +45,6 @@ class Cancel(Protocol):
 
 
 @dataclass(frozen=True)
-class PendingChunk:
-    id: int
-    key: str
-    input: str
-    """What the model sees (:func:`mnemo.index.indexer.embedding_input`: heading path, newline, text)."""
-
-    @property
-    def digest(self) -> str:
-        return hashlib.sha256(self.input.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
 class StepResult:
     """One committed batch: chunks given a vector, how many the model embedded (the rest came from the
     embedding cache), and what is left."""
@@ -70,14 +55,9 @@ class StepResult:
     total: int
 
 
-def vector_counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
-    """(chunks with a vector, all chunks) of an index with vectors."""
-    row = con.execute("SELECT count(embedding), count(*) FROM chunks").fetchone()
-    return (int(row[0]), int(row[1])) if row else (0, 0)
-
-
-def pending_batch(store: ChunkStore, limit: int) -> list[PendingChunk]:
-    rows = store.con.execute(
+def pending_batch(con: duckdb.DuckDBPyConnection, limit: int) -> list[PendingChunk]:
+    """Up to ``limit`` pending chunks, most useful first."""
+    rows = con.execute(
         f"SELECT id, key, heading, text FROM chunks WHERE embedding IS NULL ORDER BY {PRIORITY} LIMIT ?",
         [int(limit)],
     ).fetchall()
@@ -86,14 +66,15 @@ def pending_batch(store: ChunkStore, limit: int) -> list[PendingChunk]:
     ]
 
 
-def fill_vectors(store: ChunkStore, chunks: Sequence[PendingChunk], vectors: np.ndarray) -> int:
+def fill_vectors(
+    con: duckdb.DuckDBPyConnection, dims: int, chunks: Sequence[PendingChunk], vectors: np.ndarray
+) -> int:
     """Give still-pending ``chunks`` their vectors (inside the caller's transaction); returns how many.
 
     A chunk deleted or rewritten since it was read is skipped (its id and key must both still match:
     a rebuilt generation numbers its chunks from 1 again)."""
     if not chunks:
         return 0
-    dims = store.identity.dims
     flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
     batch = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
         {
@@ -103,12 +84,12 @@ def fill_vectors(store: ChunkStore, chunks: Sequence[PendingChunk], vectors: np.
         }
     )
     columns = "c.id, c.key, c.path, c.source, c.kind, c.day, c.start_line, c.end_line, c.heading, c.text"
-    row = store.con.execute(
+    row = con.execute(
         f"INSERT INTO chunks SELECT {columns}, c.terms, c.hash, CAST(b.embedding AS FLOAT[{dims}]) "
         "FROM chunks c JOIN batch b ON c.id = b.id AND c.key = b.key WHERE c.embedding IS NULL"
     ).fetchone()
     filled = int(row[0]) if row else 0
-    store.con.execute(
+    con.execute(
         "DELETE FROM chunks USING batch b "
         "WHERE chunks.embedding IS NULL AND chunks.id = b.id AND chunks.key = b.key"
     )
@@ -116,9 +97,8 @@ def fill_vectors(store: ChunkStore, chunks: Sequence[PendingChunk], vectors: np.
 
 
 def embed_step(
-    store_of: Callable[[], ChunkStore | None],
+    store_of: Callable[[], IndexWriter | None],
     embedder: Embedder,
-    embed_lock: threading.Lock,
     *,
     write_lock: contextlib.AbstractContextManager[object] | None = None,
     cancel: Cancel | None = None,
@@ -129,13 +109,14 @@ def embed_step(
     this model's vectors is open). ``store_of`` gives the writable store (None: none);
     ``write_lock`` guards the store's connection (held only to read the batch and to commit it, never
     while the model runs); ``pause`` is called before each text (to let a search's query embedding go
-    first); ``cancel`` stops early, committing what was embedded."""
+    first); ``cancel`` stops early, committing what was embedded. The embedder serialises its own
+    calls (llama.cpp is not thread-safe), so a search's query embedding simply waits its turn."""
     guard = write_lock if write_lock is not None else contextlib.nullcontext()
     with guard:
         store = store_of()
         if store is None or store.identity.dims == 0:
             return None
-        chunks = pending_batch(store, limit)
+        chunks = store.pending_batch(limit)
         if not chunks:
             return None
         cached = store.cached_embeddings(sorted({c.digest for c in chunks}))
@@ -148,8 +129,7 @@ def embed_step(
         if digest not in cached and digest not in fresh:
             if pause is not None:
                 pause()
-            with embed_lock:
-                fresh[digest] = embedder.embed([chunk.input])[0]
+            fresh[digest] = embedder.embed([chunk.input])[0]
         done.append(chunk)
     vectors = (
         np.stack([fresh[c.digest] if c.digest in fresh else cached[c.digest] for c in done]) if done else None
@@ -161,9 +141,9 @@ def embed_step(
         with store.transaction():
             if fresh:
                 store.cache_embeddings(fresh)
-            filled = fill_vectors(store, done, vectors) if vectors is not None else 0
-        embedded, total = vector_counts(store.con)
-    return StepResult(filled, len(fresh), total - embedded, total)
+            filled = store.fill_vectors(done, vectors) if vectors is not None else 0
+        counts = store.counts()
+    return StepResult(filled, len(fresh), counts.pending, counts.chunks)
 
 
 @dataclass
@@ -179,7 +159,7 @@ class Vectors:
 
 
 def vectors_for(
-    store: ChunkStore, inputs: Sequence[str], embed: Callable[[str], np.ndarray] | None
+    store: IndexWriter, inputs: Sequence[str], embed: Callable[[str], np.ndarray] | None
 ) -> Vectors:
     """The vectors of ``inputs`` from the embedding cache; the rest from ``embed`` (each new one cached,
     inside its own transaction), or left pending when ``embed`` is None (a sync: keyword side first)."""

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import duckdb
 import numpy as np
 
-from .fts import K1, SCHEMA, B, query_weights
+from .fts import K1, SCHEMA, B, QueryWeights, query_weights
 
 OVERLAY_LIMIT = 0.25
 
@@ -122,11 +122,12 @@ class PostingsCache:
         *,
         limit: int,
         only_ids: Sequence[int] | None = None,
+        weights: QueryWeights | None = None,
     ) -> list[tuple[int, float, float, float]]:
-        """Same contract and scores as :func:`mnemo.index.fts.search`."""
+        """Same contract and scores as :func:`mnemo.index.fts.search` (``weights`` too)."""
         if not terms or (only_ids is not None and not only_ids):
             return []
-        weights = query_weights(con, terms)
+        weights = weights or query_weights(con, terms)
         if weights is None:
             return []
         idf, total, avgdl = weights.idf, weights.total, weights.avgdl

@@ -27,13 +27,16 @@ import pyarrow as pa
 
 from mnemo.index import fts
 from mnemo.index.duck import connect
+from mnemo.index.feedback import (
+    restore as restore_feedback,  # (no global named like a table: DuckDB would scan it)
+)
 
 log = logging.getLogger(__name__)
 
 BROKEN_DATABASE = (duckdb.InternalException, duckdb.FatalException)
 """Errors after which DuckDB refuses every further statement on that database instance."""
 
-TABLES = ("files", "chunks", "embedding_cache", "retrievals")
+TABLES = ("files", "chunks", "embedding_cache", "retrievals", "feedback")
 """What a salvage carries into the new file (meta is rewritten; fts tables are rebuilt)."""
 
 
@@ -106,6 +109,7 @@ def load_rows(con: duckdb.DuckDBPyConnection, saved: SavedRows) -> dict[str, int
         "QUALIFY row_number() OVER (PARTITION BY provider, model, hash) = 1"
     )
     con.execute("INSERT INTO retrievals SELECT * FROM saved_retrievals")
+    restore_feedback(con, saved.tables.get("feedback"))  # absent from an index that had none
     # A file whose chunk rows do not add up is re-read from its Markdown by the next sync.
     stale = con.execute(
         "UPDATE files SET hash = '', mtime = -2, chunks = n.count FROM ("

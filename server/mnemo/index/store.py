@@ -18,55 +18,30 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from mnemo.index import file_meta, fts, repair
+from mnemo.index import file_meta, fts, pending, repair
+from mnemo.index.api import (
+    ChunkRow,
+    ChunkSlot,
+    FileMeta,
+    FileProblem,
+    FileState,
+    IndexCounts,
+    IndexIdentity,
+    PendingChunk,
+)
 from mnemo.index.duck import connect
+from mnemo.index.identity import identity_meta
 from mnemo.index.postings import PostingsCache
+from mnemo.index.reader import CountsMemo, DuckReader
+from mnemo.index.vector_cache import VectorCache
 
 log = logging.getLogger(__name__)
-
-SCHEMA_VERSION = "3"
-
-
-@dataclass(frozen=True)
-class IndexIdentity:
-    """What the index was built with. Another identity is searched as it is (keyword-only when the
-    vectors are of another model) and replaced only by an explicit rebuild (``mnemo index``)."""
-
-    provider: str
-    model: str
-    dims: int
-    chunker: str
-
-    def as_meta(self) -> dict[str, str]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "provider": self.provider,
-            "model": self.model,
-            "dims": str(self.dims),
-            "chunker": self.chunker,
-        }
-
-
-@dataclass
-class ChunkRow:
-    key: str
-    path: str
-    source: str
-    kind: str
-    day: str | None
-    start_line: int
-    end_line: int
-    heading: str
-    text: str
-    terms: str
-    hash: str
 
 
 def _schema(dims: int) -> list[str]:
@@ -134,13 +109,18 @@ class ChunkStore:
         self.identity = identity
         self.postings = PostingsCache()
         """BM25 postings in memory for keyword queries; kept current after each commit."""
+        self.counts_memo = CountsMemo()
+        """Counts of files, chunks and vectors, kept until the next commit."""
+        self.vector_cache = VectorCache(identity.dims)
+        """Chunk vectors in memory for searches; kept current after each commit."""
+        self._vectors_changed: list[int] = []
         self._fts_added: list[int] = []
         self._fts_removed: list[int] = []
         self._staged_rows: list[ChunkRow] = []
         self._staged_vectors: list[np.ndarray] = []
         self._staged_files: list[tuple[object, ...]] = []
         self._staged_pending: list[bool] = []
-        self._staged_meta: list[tuple[str, file_meta.FileMeta]] = []
+        self._staged_meta: list[tuple[str, FileMeta]] = []
         with contextlib.suppress(duckdb.Error):  # an index from before the table: added, no rebuild
             file_meta.ensure(con)
 
@@ -154,7 +134,7 @@ class ChunkStore:
         con = connect(path)
         for statement in _schema(identity.dims):
             con.execute(statement)
-        con.executemany("INSERT INTO meta VALUES (?, ?)", list(identity.as_meta().items()))
+        con.executemany("INSERT INTO meta VALUES (?, ?)", list(identity_meta(identity).items()))
         fts.create_empty(con)
         return cls(path, con, identity)
 
@@ -193,6 +173,7 @@ class ChunkStore:
         """Build the secondary indexes of a building file and mark it complete (slow part of a build)."""
         fts.rebuild(self.con)
         self.postings.invalidate()
+        self.vector_cache.invalidate()
         if self.identity.dims > 0:
             self.con.execute(
                 "CREATE INDEX IF NOT EXISTS chunks_hnsw ON chunks USING HNSW(embedding) "
@@ -221,36 +202,42 @@ class ChunkStore:
         """A cursor for another thread; it sees committed data only."""
         return self.con.cursor()
 
+    def read_with(self, con: duckdb.DuckDBPyConnection) -> DuckReader:
+        """The read API on ``con`` (a cursor from :meth:`reader`), keyword queries on this store's postings."""
+        return DuckReader(con, self.identity, self.postings, self.counts_memo, self.vector_cache)
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         self.con.execute("BEGIN TRANSACTION")
         try:
             yield self.con
         except BaseException:
-            self._fts_added, self._fts_removed = [], []
+            self._fts_added, self._fts_removed, self._vectors_changed = [], [], []
             self.con.execute("ROLLBACK")
             raise
         self.con.execute("COMMIT")
+        self.counts_memo.changed()
+        if self._vectors_changed:
+            changed, self._vectors_changed = self._vectors_changed, []
+            self.vector_cache.apply(self.con, changed)
         if self._fts_added or self._fts_removed:
             added, removed = self._fts_added, self._fts_removed
             self._fts_added, self._fts_removed = [], []
             self.postings.apply(self.con, added, removed)
 
     # -- files --------------------------------------------------------------------------------
-    def file_states(self) -> dict[str, tuple[str, float, int]]:
+    def file_states(self) -> dict[str, FileState]:
         rows = self.con.execute("SELECT path, hash, mtime, size FROM files").fetchall()
-        return {path: (digest, mtime, size) for path, digest, mtime, size in rows}
+        return {path: FileState(digest, mtime, size) for path, digest, mtime, size in rows}
 
-    def file_problems(self) -> list[tuple[str, str]]:
-        return self.con.execute(
-            "SELECT path, problem FROM files WHERE problem IS NOT NULL ORDER BY path"
-        ).fetchall()
+    def file_problems(self) -> list[FileProblem]:
+        return DuckReader(self.con, self.identity).file_problems()
 
-    def chunk_keys(self, path: str) -> dict[str, tuple[int, bool]]:
-        """key -> (chunk id, has a vector) for a file's current chunks."""
+    def chunk_keys(self, path: str) -> dict[str, ChunkSlot]:
+        """A file's current chunks by key."""
         vector = "embedding IS NOT NULL" if self.identity.dims > 0 else "false"
         rows = self.con.execute(f"SELECT key, id, {vector} FROM chunks WHERE path = ?", [path]).fetchall()
-        return {key: (cid, bool(has)) for key, cid, has in rows}
+        return {key: ChunkSlot(cid, bool(has)) for key, cid, has in rows}
 
     # -- writes (inside a transaction) ----------------------------------------------------------
     def upsert_file(
@@ -271,6 +258,15 @@ class ChunkStore:
             [path, kind, source, day, digest, mtime, size, chunks, problem],
         )
 
+    def touch_file(self, path: str, mtime: float, size: int) -> None:
+        self.con.execute("UPDATE files SET mtime = ?, size = ? WHERE path = ?", [mtime, size, path])
+
+    def write_meta(self, path: str, meta: FileMeta) -> None:
+        file_meta.write(self.con, path, meta)
+
+    def meta_paths(self) -> set[str]:
+        return file_meta.known(self.con)
+
     def delete_file(self, path: str) -> None:
         ids = [row[0] for row in self.con.execute("SELECT id FROM chunks WHERE path = ?", [path]).fetchall()]
         self.delete_chunks(ids)
@@ -282,6 +278,7 @@ class ChunkStore:
             return
         fts.remove_docs(self.con, ids)
         self._fts_removed.extend(ids)
+        self._vectors_changed.extend(ids)
         self.con.execute("DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [list(ids)])
 
     def move_chunks(self, moves: Sequence[tuple[int, int, int]]) -> None:
@@ -301,7 +298,7 @@ class ChunkStore:
         vectors: np.ndarray | None,
         file_row: tuple[object, ...],
         pending: Sequence[bool] = (),
-        meta: file_meta.FileMeta | None = None,
+        meta: FileMeta | None = None,
     ) -> None:
         """Queue a file's chunks, ``files`` row and ``file_meta`` row (building index only); every BUILD_BATCH_FILES files,
         and at :meth:`flush_staged`, they are written together. ``pending``: rows written without a
@@ -311,7 +308,7 @@ class ChunkStore:
             self._staged_vectors.append(vectors)
             self._staged_pending.extend(pending or [False] * len(rows))
         self._staged_files.append(file_row)
-        self._staged_meta.append((str(file_row[0]), meta or file_meta.FileMeta()))
+        self._staged_meta.append((str(file_row[0]), meta or FileMeta()))
         if len(self._staged_files) >= BUILD_BATCH_FILES:
             self.flush_staged()
 
@@ -371,6 +368,7 @@ class ChunkStore:
             select += f", CAST(embedding AS FLOAT[{self.identity.dims}])"
         batch = pa.table(columns)  # noqa: F841 - read by DuckDB's replacement scan below
         self.con.execute(f"INSERT INTO chunks SELECT {select} FROM batch")
+        self._vectors_changed.extend(ids)
         if live:
             fts.add_docs(self.con, ids)
             self._fts_added.extend(ids)
@@ -403,11 +401,16 @@ class ChunkStore:
         )
         self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
 
-    def counts(self) -> dict[str, int]:
-        files, chunks = self.con.execute(
-            "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)"
-        ).fetchone() or (0, 0)
-        return {"files": int(files), "chunks": int(chunks)}
+    # -- pending vectors (mnemo.index.pending) -----------------------------------------------------
+    def pending_batch(self, limit: int) -> list[PendingChunk]:
+        return pending.pending_batch(self.con, limit)
+
+    def fill_vectors(self, chunks: Sequence[PendingChunk], vectors: np.ndarray) -> int:
+        self._vectors_changed.extend(c.id for c in chunks)
+        return pending.fill_vectors(self.con, self.identity.dims, chunks, vectors)
+
+    def counts(self) -> IndexCounts:
+        return DuckReader(self.con, self.identity, memo=self.counts_memo).counts()
 
     # -- retrieval statistics (history, not cache: kept across rebuilds) ---------------------------
     def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:

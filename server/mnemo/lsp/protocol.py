@@ -30,7 +30,7 @@ EXEC = "mnemo/exec"
 AUDIT_VERIFY = "mnemo/auditVerify"
 RISK_STATUS = "mnemo/riskStatus"
 SECURITY_AUDIT = "mnemo/securityAudit"
-"""Client -> server request, no params; the result is ``SecurityReport.as_dict()`` (docs/protocol.md)."""
+"""Client -> server request, no params; the result is ``wire.security_report`` (docs/protocol.md)."""
 
 COMMIT = "mnemo/commit"
 HISTORY = "mnemo/history"
@@ -81,6 +81,8 @@ class SearchParams:
     sources: list[str] | None
     filters: dict[str, Any] | None = None
     """Checked by the core (:func:`mnemo.search.filters.check_filters`)."""
+    one_per_file: bool | None = None
+    """Only each file's best chunk (None: ``[search] one_per_file``)."""
 
     @classmethod
     def parse(cls, params: Any) -> SearchParams:
@@ -94,7 +96,15 @@ class SearchParams:
         min_score = _get(raw, "minScore", (int, float))
         sources = _get(raw, "sources", list)
         filters = _get(raw, "filters", dict)
-        return cls(query, max_results, None if min_score is None else float(min_score), sources, filters)
+        one_per_file = _get(raw, "onePerFile", bool)
+        return cls(
+            query,
+            max_results,
+            None if min_score is None else float(min_score),
+            sources,
+            filters,
+            one_per_file,
+        )
 
 
 @dataclass(frozen=True)
@@ -194,6 +204,8 @@ class ResolveApprovalParams:
 CHAT = "mnemo/chat"
 CHAT_DELTA = "mnemo/chatDelta"
 """Server -> client notification: ``{"sessionId", "requestId", "delta"}`` while a reply streams."""
+STEER = "mnemo/steer"
+"""Client -> server request: ``{"sessionId", "message"}`` into the session's running turn -> ``{"state"}``."""
 SESSIONS = "mnemo/sessions"
 NEW_SESSION = "mnemo/newSession"
 RESET_SESSION = "mnemo/resetSession"
@@ -232,6 +244,22 @@ class ChatParams:
 
 
 @dataclass(frozen=True)
+class SteerParams:
+    """``{"sessionId", "message"}`` for mnemo/steer."""
+
+    session_id: str
+    message: str
+
+    @classmethod
+    def parse(cls, params: Any) -> SteerParams:
+        raw = _object(params)
+        message = _get(raw, "message", str, required=True)
+        if not message.strip():
+            raise _invalid("'message' is empty")
+        return cls(_get(raw, "sessionId", str, required=True), message)
+
+
+@dataclass(frozen=True)
 class SessionParams:
     """``{"sessionId"}`` for mnemo/resetSession and mnemo/flush; ``{"kind"?, "previousSessionId"?}``
     for mnemo/newSession."""
@@ -261,3 +289,82 @@ class FlushParams:
     def parse(cls, params: Any) -> FlushParams:
         raw = _object(params)
         return cls(_get(raw, "sessionId", str, required=True), bool(_get(raw, "dryRun", bool)))
+
+
+# Feedback and consolidation (docs/protocol.md, "Feedback and consolidation")
+FEEDBACK = "mnemo/feedback"
+"""Client -> server request: ``{"sessionId", "turn"?, "useful"}`` on a chat turn's recalled memories."""
+CONSOLIDATE = "mnemo/consolidate"
+"""Client -> server request: ``{"useModel"?}`` -> the clusters, a diff and a WorkspaceEdit to review."""
+CMD_CONSOLIDATE = "mnemo.consolidate"
+"""Command: propose the consolidation as a workspace/applyEdit the editor asks the user to confirm."""
+
+
+@dataclass(frozen=True)
+class FeedbackParams:
+    """``{"sessionId", "turn"?, "useful"}`` for mnemo/feedback (``turn``: 1-based, default the latest)."""
+
+    session_id: str
+    turn: int | None
+    useful: bool
+
+    @classmethod
+    def parse(cls, params: Any) -> FeedbackParams:
+        raw = _object(params)
+        turn = _get(raw, "turn", int)
+        if turn is not None and turn < 1:
+            raise _invalid("'turn' is 1-based and must be >= 1")
+        useful = _get(raw, "useful", bool, required=True)
+        return cls(_get(raw, "sessionId", str, required=True), turn, bool(useful))
+
+
+@dataclass(frozen=True)
+class ConsolidateParams:
+    """``{"useModel"?}`` for mnemo/consolidate and the mnemo.consolidate command (default true: the
+    chat model merges when one is configured)."""
+
+    use_model: bool
+
+    @classmethod
+    def parse(cls, params: Any) -> ConsolidateParams:
+        raw = _object(params)
+        use_model = _get(raw, "useModel", bool)
+        return cls(True if use_model is None else bool(use_model))
+
+
+# Session archive (docs/protocol.md, "Session archive")
+ARCHIVE = "mnemo/archive"
+"""Client -> server request: ``{"month"?, "dryRun"?}`` -> the archive report (``wire.archive_report``)."""
+MARK_SESSION = "mnemo/markSession"
+"""Client -> server request: ``{"sessionId", "private"?, "archiveConsent"?}`` -> the session's marks."""
+
+
+@dataclass(frozen=True)
+class ArchiveParams:
+    """``{"month"?, "dryRun"?}`` for mnemo/archive (the month is checked by the core)."""
+
+    month: str | None
+    dry_run: bool
+
+    @classmethod
+    def parse(cls, params: Any) -> ArchiveParams:
+        raw = _object(params)
+        return cls(_get(raw, "month", str), bool(_get(raw, "dryRun", bool)))
+
+
+@dataclass(frozen=True)
+class MarkSessionParams:
+    """``{"sessionId", "private"?, "archiveConsent"?}`` for mnemo/markSession (at least one mark)."""
+
+    session_id: str
+    private: bool | None
+    archive_consent: bool | None
+
+    @classmethod
+    def parse(cls, params: Any) -> MarkSessionParams:
+        raw = _object(params)
+        session_id = _get(raw, "sessionId", str, required=True)
+        private, consent = _get(raw, "private", bool), _get(raw, "archiveConsent", bool)
+        if private is None and consent is None:
+            raise _invalid("give 'private' or 'archiveConsent' (or both)")
+        return cls(session_id, private, consent)

@@ -170,11 +170,12 @@ class MnemoLanguageServer(LanguageServer):
     def index_changed(self) -> None:
         """On the event loop: tell the client the index state and run the index listeners (after a
         sync, and when background embedding has caught up)."""
+        from mnemo import wire
         from mnemo.lsp import protocol
 
         if self.services is None:
             return
-        self.protocol.notify(protocol.INDEX_STATUS, self.services.memory.status())
+        self.protocol.notify(protocol.INDEX_STATUS, wire.index_status(self.services.memory.status()))
         for listener in self.index_listeners:
             listener()
 

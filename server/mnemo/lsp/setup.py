@@ -8,19 +8,24 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from mnemo.lsp.handlers import (
     actions,
     approvals,
+    archive,
     chat,
+    consolidate,
     diagnostics,
     documents,
+    feedback,
     insight,
     lifecycle,
     search,
     security,
     vcs,
 )
+from mnemo.lsp.quick_start import QuickStart
 from mnemo.lsp.server import EofReader, MnemoLanguageServer, parse_host_port
 
 log = logging.getLogger(__name__)
@@ -34,8 +39,11 @@ def register_features(server: MnemoLanguageServer) -> None:
     insight.register(server)
     diagnostics.register(server)
     actions.register(server)
+    consolidate.register(server)
+    feedback.register(server)
     vcs.register(server)
     security.register(server)
+    archive.register(server)
     chat.register(server)  # last: another module may own textDocument/codeAction
 
 
@@ -46,7 +54,7 @@ def create_server(workspace: Path | None = None) -> MnemoLanguageServer:
     return server
 
 
-def serve(workspace: Path | None, ws: str | None = None) -> int:
+def serve(workspace: Path | None, ws: str | None = None, quick: QuickStart | None = None) -> int:
     """Serve until the client goes: ``exit``, stdin closed, parent or client process gone."""
     address = parse_host_port(ws) if ws else None
     if address and address[0] not in ("127.0.0.1", "localhost", "::1"):
@@ -58,8 +66,11 @@ def serve(workspace: Path | None, ws: str | None = None) -> int:
         if address:
             server.start_ws(*address)
         else:
-            stdin = EofReader(sys.stdin.buffer, lambda: server.client_gone("stdin closed"))
-            server.start_io(stdin=stdin)  # type: ignore[arg-type]
+            stdin: Any = EofReader(sys.stdin.buffer, lambda: server.client_gone("stdin closed"))
+            stdout: Any = sys.stdout.buffer
+            if quick is not None:  # `initialize` was read (and maybe answered) before pygls loaded
+                stdin, stdout = quick.reader(stdin), quick.writer(stdout)
+            server.start_io(stdin=stdin, stdout=stdout)
     finally:
         server.client_gone("the connection ended")
         server.close_services()

@@ -16,11 +16,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-import duckdb
-
-from mnemo.index import pending
+from mnemo.index.api import IndexReader
 from mnemo.index.indexer import Indexer
 from mnemo.index.pending import Cancel, StepResult
+from mnemo.memory.readonly import vectors_note
 
 log = logging.getLogger(__name__)
 
@@ -229,31 +228,26 @@ class PendingVectors:
     def _committed(self, step: StepResult) -> None:
         self._counts = (self._changed(), (step.total - step.pending, step.total))
 
-    def counts(self, con: duckdb.DuckDBPyConnection | None = None) -> tuple[int, int]:
-        """(chunks with a vector, chunks) of the open index; ``con``: a reader cursor to count with."""
+    def counts(self, reader: IndexReader | None = None) -> tuple[int, int]:
+        """(chunks with a vector, chunks) of the open index; ``reader``: one already held to count with."""
         generation, counts = self._counts
         if generation == self._generation():
             return counts
         generation = self._generation()
-        if con is not None:
-            counts = pending.vector_counts(con)
+        if reader is not None:
+            found = reader.counts()
         else:
-            with self.indexer.reading() as found:
-                if found is None:
+            with self.indexer.reading() as held:
+                if held is None:
                     return (0, 0)
-                counts = pending.vector_counts(found[1])
+                found = held.counts()
+        counts = (found.embedded, found.chunks)
         self._counts = (generation, counts)
         return counts
 
     def note(self, embedded: int, total: int) -> str:
         """What a search or status says while chunks wait for vectors."""
-        how = "embedding continues in the background" if self.busy() else "run `mnemo index` to embed them"
-        if embedded == 0:
-            return f"keyword-only until the vectors are ready: 0 of {total:,} chunks embedded; {how}"
-        return (
-            f"hybrid, {embedded:,} of {total:,} chunks embedded; the other {total - embedded:,} are "
-            f"searched by keyword; {how}"
-        )
+        return vectors_note(embedded, total, embedding=self.busy())
 
     def wait(
         self,

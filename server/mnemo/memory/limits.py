@@ -18,7 +18,7 @@ MAX_RESULTS = 200
 """Most results one search may return (as ``search.max_results``' range in mnemo.toml)."""
 MAX_LINE = 10_000_000
 """Largest ``from`` and ``lines`` for ``get``: no readable memory file has more lines."""
-SOURCES = ("memory", "skills", "sessions")
+SOURCES = ("memory", "skills", "sessions", "archive")
 """What a search may be limited to (``sources``)."""
 
 

@@ -7,14 +7,20 @@ memory files; the writer re-indexes them). Followers read files themselves (``me
 index). Readers never see a half-built index: only the writer builds, into a new file that it swaps in.
 
 The editor's server is preferred as the writer (it needs the index for hovers and diagnostics): when it
-starts while a gateway holds the lease, it asks the gateway to *yield*; the gateway closes the index,
-drops the lease and follows. When the writer exits, the lease is free, and the next follower call takes
-it over (and re-syncs the index).
+starts while a gateway or a daemon holds the lease, it asks it to *yield*; a gateway closes the index,
+drops the lease and follows, a daemon exits. When the writer exits, the lease is free, and the next
+follower call takes it over (and re-syncs the index).
+
+The command line is a client too (:func:`ask_writer`): `mnemo search`, `get`, `status` and `index` ask
+the writer when one runs (the editor's server, the gateway, or `mnemo serve --daemon`, which holds the
+lease for scripts and exits after idle minutes), and work alone otherwise. A writer record whose socket
+no longer answers (the writer was killed) is ignored.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -27,10 +33,17 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemo.errors import IndexUnavailable, MnemoError
-from mnemo.memory.service import MemoryService
+from mnemo.memory import codec
+from mnemo.memory.reading import FileLines
+from mnemo.memory.status import IndexStatus
+from mnemo.memory.turns import FeedbackResult
+from mnemo.search.hybrid import SearchOutcome
+
+if TYPE_CHECKING:  # the command line's client (ask_writer) loads no index machinery
+    from mnemo.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +51,8 @@ LOCK_FILE = "writer.lock"
 INFO_FILE = "writer.json"
 MAX_LINE = 4_000_000
 YIELD_WAIT_S = 15.0
+YIELDING_ROLES = ("gateway", "daemon")
+"""Writers that hand the index to an editor's server when it starts."""
 
 
 def socket_path_for(index_dir: Path) -> Path:
@@ -49,18 +64,6 @@ def socket_path_for(index_dir: Path) -> Path:
     base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"mnemo-{os.getuid()}"
     base.mkdir(mode=0o700, exist_ok=True)
     return base / f"{digest}.sock"
-
-
-class _Outcome:
-    """A search outcome received from the writer (what callers use of SearchOutcome: ``as_dict``)."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
-        self.results = data.get("results", [])
-        self.notes = data.get("notes", [])
-
-    def as_dict(self) -> dict[str, Any]:
-        return self.data
 
 
 def _call(path: Path, request: dict[str, Any], timeout_s: float = 120.0) -> Any:
@@ -78,6 +81,34 @@ def _call(path: Path, request: dict[str, Any], timeout_s: float = 120.0) -> Any:
     return reply.get("result")
 
 
+def writer_record(index_dir: Path) -> dict[str, Any] | None:
+    """What the last writer of ``index_dir`` recorded (pid, role, socket); it may have exited since."""
+    try:
+        return dict(json.loads((index_dir / INFO_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+
+
+def ask_writer(
+    index_dir: Path, op: str, args: dict[str, Any] | None = None, *, timeout_s: float = 120.0
+) -> Any | None:
+    """The running index writer's answer to ``op`` (its errors raise MnemoError); None when no writer
+    runs: no record, or a socket nobody listens on any more (a writer that was killed)."""
+    record = writer_record(index_dir)
+    if record is None or "socket" not in record:
+        return None
+    try:
+        return _call(Path(record["socket"]), {"op": op, "args": args or {}}, timeout_s=timeout_s)
+    except TimeoutError as exc:
+        raise IndexUnavailable(
+            f"the index writer (pid {record.get('pid')}, {record.get('role')}) did not answer in "
+            f"{timeout_s:.0f} s"
+        ) from exc
+    except (OSError, ValueError) as exc:  # refused or gone (killed), closing, or handing over
+        log.info("the index writer did not answer %s: %s", op, exc)
+        return None
+
+
 class SharedMemory:
     """The memory of a process that may or may not hold the writer lease (same calls either way)."""
 
@@ -91,6 +122,8 @@ class SharedMemory:
         self._state = threading.RLock()
         self.on_writer: Callable[[], None] | None = None
         """Called (in a thread) after this process becomes the writer: start a sync there."""
+        self.last_request = time.monotonic()
+        """When a follower last asked something (a daemon exits after idle minutes)."""
 
     # -- the lease ------------------------------------------------------------------------------------
     @property
@@ -98,10 +131,7 @@ class SharedMemory:
         return self._lock_fd is not None
 
     def holder(self) -> dict[str, Any] | None:
-        try:
-            return dict(json.loads((self.dir / INFO_FILE).read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            return None
+        return writer_record(self.dir)
 
     def try_acquire(self) -> bool:
         with self._state:
@@ -141,11 +171,11 @@ class SharedMemory:
         if self.try_acquire():
             return True
         holder = self.holder() or {}
-        if self.role == "editor" and holder.get("role") == "gateway":
+        if self.role == "editor" and holder.get("role") in YIELDING_ROLES:
             try:
                 _call(Path(holder["socket"]), {"op": "yield", "role": self.role}, timeout_s=YIELD_WAIT_S)
             except (OSError, MnemoError, KeyError, ValueError) as exc:
-                log.warning("the gateway did not yield the index: %s", exc)
+                log.warning("the %s did not yield the index: %s", holder.get("role"), exc)
             deadline = time.monotonic() + YIELD_WAIT_S
             while time.monotonic() < deadline:
                 if self.try_acquire():
@@ -177,6 +207,7 @@ class SharedMemory:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
+                shared.last_request = time.monotonic()
                 try:
                     request = json.loads(self.rfile.readline(MAX_LINE))
                     result = shared._answer(request)
@@ -197,20 +228,36 @@ class SharedMemory:
     def _answer(self, request: dict[str, Any]) -> Any:
         op, args = request.get("op"), request.get("args", {})
         if op == "search":
+            if args.get("sync"):  # the command line's search: files may have changed on disk
+                self.memory.sync()
             found = self.memory.search(
                 args["query"],
                 max_results=args.get("maxResults"),
+                min_score=args.get("minScore"),
+                sources=args.get("sources"),
                 record=args.get("record", True),
                 filters=args.get("filters"),
+                one_per_file=args.get("onePerFile"),
             )
-            return found.as_dict()
+            return codec.encode_outcome(found)
         if op == "status":
-            return self.memory.status()
+            self.memory.ensure_open()
+            return codec.encode_status(self.memory.status())
+        if op == "get":
+            return dataclasses.asdict(self.memory.get(args["path"], args.get("from"), args.get("lines")))
         if op == "changed":
             self.memory.sync()
             return {"synced": True}
+        if op == "index":  # `mnemo index` while a server runs: the writer syncs (vectors follow there)
+            report = self.memory.sync(full=bool(args.get("full")), replace="any")
+            return dataclasses.asdict(report)
+        if op == "feedback":  # a gateway's chat.feedback: the writer records it
+            done = self.memory.record_feedback(args["sessionId"], args.get("turn"), bool(args["useful"]))
+            return codec.encode_feedback(done)
+        if op == "ping":
+            return {"pid": os.getpid(), "role": self.role}
         if op == "yield":
-            if self.role == "gateway" and request.get("role") == "editor":
+            if self.role in YIELDING_ROLES and request.get("role") == "editor":
                 threading.Thread(target=self.release, name="mnemo-yield", daemon=True).start()
                 return {"yielding": True}
             return {"yielding": False}
@@ -232,26 +279,35 @@ class SharedMemory:
 
     def search(
         self, query: str, *, max_results: int | None = None, record: bool = True, filters: Any = None
-    ) -> Any:
+    ) -> SearchOutcome:
         """Searched by the writer; ``record=False``: not counted in retrieval statistics; ``filters``:
         a JSON object (:mod:`mnemo.search.filters`)."""
         if not self.is_writer:
             args = {"query": query, "maxResults": max_results, "record": record, "filters": filters}
             got = self._remote({"op": "search", "args": args})
             if got is not None:
-                return _Outcome(got)
+                return codec.decode_outcome(got)
         return self.memory.search(query, max_results=max_results, record=record, filters=filters)
 
-    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> FileLines:
         return self.memory.get(path, from_line, lines)
 
-    def status(self) -> dict[str, Any]:
+    def record_feedback(self, session_id: str, turn: int | None, useful: bool) -> FeedbackResult:
+        """Feedback on a chat turn (:mod:`mnemo.memory.feedback`), recorded by the writer."""
+        if not self.is_writer:
+            args = {"sessionId": session_id, "turn": turn, "useful": useful}
+            got = self._remote({"op": "feedback", "args": args})
+            if got is not None:
+                return codec.decode_feedback(got)
+        return self.memory.record_feedback(session_id, turn, useful)
+
+    def status(self) -> IndexStatus:
         if not self.is_writer:
             got = self._remote({"op": "status"})
             if got is not None:
-                return {**got, "writer": "another process", "role": self.role}
+                return codec.decode_status(got).shared("another process", self.role)
         self.memory.ensure_open()
-        return {**self.memory.status(), "writer": "this process", "role": self.role}
+        return self.memory.status().shared("this process", self.role)
 
     def changed(self) -> None:
         """Memory files changed on disk (the agent wrote one): have the writer re-index."""

@@ -84,7 +84,7 @@ def check_path(tool: str, raw: str, target: Path, inside: bool, ws: Path) -> lis
         elif PERSIST_RE.search(str(target.relative_to(ws))):
             hits.append(_deny("persistence", f"{raw} is a policy, hook or startup file: edit it yourself"))
         elif classify(target, ws) == "control":
-            hits.append(_deny("protected", f"{raw} is mnemo's index, audit log or Git data"))
+            hits.append(_deny("protected", f"{raw} is mnemo's index, audit log, plugins or Git data"))
     elif not inside:
         hits.append(Decision(Verdict.CONFIRM, "builtin:read-outside", f"{raw} is outside the workspace"))
     return hits
@@ -127,7 +127,7 @@ def _write_targets(name: str, args: list[str], pos: list[str]) -> list[tuple[str
 
 def check_segment(seg: Segment, before: list[Segment], ctx: Context) -> list[Decision]:
     """Built-in rules for one exec segment (``before``: the segments to its left)."""
-    name, argv, args, ws, base = seg.name, seg.argv, seg.argv[1:], ctx.ws, ctx.base
+    name, argv, args, base = seg.name, seg.argv, seg.argv[1:], ctx.base
     pos = _positional(argv)
     hits: list[Decision] = []
     values = _values(seg)
@@ -144,7 +144,18 @@ def check_segment(seg: Segment, before: list[Segment], ctx: Context) -> list[Dec
         hits.append(_deny("pipe-to-shell", f"piping into {name} runs unreviewed code"))
     hits.extend(_network(seg, before, ctx, pos))
     hits.extend(_system(name, args))
-    if name in ("cd", "pushd") and not all(is_inside(resolve_path(p, base), ws) for p in (pos or ["~"])):
+    hits.extend(_shell_state(name, args, pos, ctx))
+    if not seg.binary and not hits:
+        hits.append(_unlisted(name, argv[0]))
+    return hits
+
+
+def _shell_state(name: str, args: list[str], pos: list[str], ctx: Context) -> list[Decision]:
+    """Builtins that change what later segments do: the working folder and hijackable variables."""
+    hits: list[Decision] = []
+    if name in ("cd", "pushd") and not all(
+        is_inside(resolve_path(p, ctx.base), ctx.ws) for p in (pos or ["~"])
+    ):
         hits.append(_deny("outside-workspace", f"{name} leaves the workspace (later paths would escape)"))
     if name in ("cd", "pushd") and any("$" in p for p in pos):
         hits.append(confirm("variable-target", f"{name} to a folder built from a variable"))
@@ -154,11 +165,14 @@ def check_segment(seg: Segment, before: list[Segment], ctx: Context) -> list[Dec
         re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", a) and is_hijack(a) for a in args
     ):
         hits.append(_deny("env-hijack", f"{name} into PATH/IFS/CDPATH-like variables is refused"))
-    if not seg.binary and not hits and name in SAFE_BUILTINS:
-        hits.append(Decision(Verdict.ALLOW, "builtin:shell-builtin", f"{name} is a harmless shell builtin"))
-    if not seg.binary and not hits:
-        hits.append(Decision(Verdict.CONFIRM, "builtin:unknown-binary", f"{argv[0]} is not on PATH"))
     return hits
+
+
+def _unlisted(name: str, command: str) -> Decision:
+    """A command that is not on PATH and that no rule decided: a harmless builtin, or confirm."""
+    if name in SAFE_BUILTINS:
+        return Decision(Verdict.ALLOW, "builtin:shell-builtin", f"{name} is a harmless shell builtin")
+    return Decision(Verdict.CONFIRM, "builtin:unknown-binary", f"{command} is not on PATH")
 
 
 def _writes(seg: Segment, ctx: Context, pos: list[str]) -> list[Decision]:

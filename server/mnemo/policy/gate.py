@@ -16,15 +16,17 @@ import glob
 import hashlib
 import logging
 import os
-import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mnemo.policy.approvals import ApprovalRequest, Approver, Choice
 from mnemo.policy.audit import AuditLog, VerifyReport
+from mnemo.policy.file_tools import ToolError, read_file, write_file
+from mnemo.policy.netproxy import NetworkEvent
 from mnemo.policy.outbound import redact_outbound
 from mnemo.policy.risk import RiskEvent, RiskMonitor, effective_decision
 from mnemo.policy.rules import Decision, PolicyConfig, Verdict, append_allow_rule, check, load_policy
@@ -45,10 +47,6 @@ class ToolOutcome:
     exit_code: int | None = None
     approval: str = ""
     """``allow_once`` / ``always`` / ``deny`` when someone was asked, else empty."""
-
-
-class ToolError(RuntimeError):
-    """A tool could not do what was asked (bad arguments, file problems); the message is for the agent."""
 
 
 class ToolGate:
@@ -118,9 +116,17 @@ class ToolGate:
 
     # -- the call -----------------------------------------------------------------------------
     def call(
-        self, session: str, tool: str, args: dict[str, Any], *, approval_timeout_s: float | None = None
+        self,
+        session: str,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        approval_timeout_s: float | None = None,
+        run: Callable[[], tuple[str, bool]] | None = None,
     ) -> ToolOutcome:
-        """Decide, ask when needed, run, audit. Never raises for a tool problem: the outcome says it."""
+        """Decide, ask when needed, run, audit. Never raises for a tool problem: the outcome says it.
+
+        ``run``: a plugin tool (:mod:`mnemo.agent.tool_plugins`), run in place of a built-in one."""
         args = dict(args or {})
         try:
             self.audit.append("tool_call", {"session": session, "tool": tool, "args": _redacted(args)})
@@ -177,7 +183,7 @@ class ToolGate:
                 return self._finish(session, tool, decision, f"refused: {why} ({request.summary})", approval)
             if choice == "always":
                 self._always_allow(request)
-        return self._run(session, tool, args, decision, approval)
+        return self._run(session, tool, args, decision, approval, run)
 
     def _ask(self, request: ApprovalRequest) -> Choice:
         started = time.monotonic()
@@ -251,17 +257,25 @@ class ToolGate:
 
     # -- running ------------------------------------------------------------------------------
     def _run(
-        self, session: str, tool: str, args: dict[str, Any], decision: Decision, approval: str
+        self,
+        session: str,
+        tool: str,
+        args: dict[str, Any],
+        decision: Decision,
+        approval: str,
+        plugin: Callable[[], tuple[str, bool]] | None = None,
     ) -> ToolOutcome:
         exit_code: int | None = None
         try:
             if tool == "exec":
-                output, exit_code = self._exec(str(args.get("command", "")))
+                output, exit_code = self._exec(str(args.get("command", "")), session)
                 ok = exit_code == 0
             elif tool == "write_file":
-                output, ok = self._write(args), True
+                output, ok = write_file(self.workspace, args), True
             elif tool == "read_file":
-                output, ok = self._read(args), True
+                output, ok = read_file(self.workspace, args, self.max_read_bytes), True
+            elif plugin is not None:
+                output, ok = plugin()
             else:
                 output, ok = f"unknown tool {tool!r}", False
         except SandboxUnavailable as exc:
@@ -271,7 +285,7 @@ class ToolGate:
             )
         except (ToolError, OSError, ValueError) as exc:
             output, ok = f"{tool} failed: {exc}", False
-        if ok and tool in ("exec", "read_file"):
+        if ok and (tool in ("exec", "read_file") or plugin is not None):  # what came in from outside
             self._audit_risk(self.monitor(session).observe_tool_result(tool, output)[1])
         return self._finish(session, tool, decision, output, approval, ok=ok, exit_code=exit_code, ran=True)
 
@@ -301,9 +315,17 @@ class ToolGate:
         )
         return ToolOutcome(ok, output, str(decision.verdict), decision.rule, exit_code, approval)
 
-    def _exec(self, command: str) -> tuple[str, int]:
+    def _exec(self, command: str, session: str = "") -> tuple[str, int]:
+        def audit_network(event: NetworkEvent) -> None:  # raising refuses the connection
+            self.audit.append("decision", event.to_audit(session))
+
         result = run_sandboxed(
-            command, self.workspace, network=self.config.network, timeout_s=self.exec_timeout_s
+            command,
+            self.workspace,
+            network=self.config.network,
+            timeout_s=self.exec_timeout_s,
+            network_domains=self.config.network_allowlist(),
+            on_network=audit_network,
         )
         parts = [result.stdout.rstrip("\n")] if result.stdout else []
         if result.stderr:
@@ -316,38 +338,6 @@ class ToolGate:
             parts.append(f"[exit code {result.exit_code}]")
         code = result.exit_code if not result.timed_out else (result.exit_code or 124)
         return "\n".join(parts), code
-
-    def _target(self, args: dict[str, Any], must_be_inside: bool) -> Path:
-        raw = args.get("path")
-        if not isinstance(raw, str) or not raw:
-            raise ToolError("a 'path' string is required")
-        if re.search(r"[*?\[{$]", raw):
-            raise ToolError(f"{raw}: paths may not hold glob characters or $variables")
-        target = resolve_path(raw, self.workspace)
-        if must_be_inside and (not is_inside(target, self.workspace) or target == self.workspace):
-            raise ToolError(f"{raw} is outside the workspace")
-        return target
-
-    def _write(self, args: dict[str, Any]) -> str:
-        content = args.get("content")
-        if not isinstance(content, str):
-            raise ToolError("a 'content' string is required")
-        target = self._target(args, must_be_inside=True)
-        if target.is_dir():
-            raise ToolError(f"{args['path']} is a folder")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(content, encoding="utf-8")
-        os.replace(tmp, target)
-        rel = os.path.relpath(target, self.workspace)
-        return f"wrote {len(content.encode('utf-8'))} bytes to {rel}"
-
-    def _read(self, args: dict[str, Any]) -> str:
-        target = self._target(args, must_be_inside=False)
-        with target.open("rb") as fh:
-            data = fh.read(self.max_read_bytes + 1)
-        text = data[: self.max_read_bytes].decode("utf-8", errors="replace")
-        return text + ("\n[truncated]" if len(data) > self.max_read_bytes else "")
 
 
 def _relaxable(base: Decision) -> bool:

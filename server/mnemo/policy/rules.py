@@ -4,6 +4,8 @@ The ``[policy]`` table of ``mnemo.toml``::
 
     [policy]
     network = false                     # the sandbox gets no network (exec runs with --unshare-net)
+    network_domains = ["pypi.org", "*.pythonhosted.org"]  # or only these, through a filtering proxy
+    network_hosts = {}                  # name -> address pinned instead of DNS (tests, intranet hosts)
     allow_binaries = ["git", "ls", "/usr/bin/rg"]   # names resolved with shutil.which, or absolute paths
     default = "confirm"                 # tools not listed in [policy.tools]
 
@@ -26,6 +28,7 @@ matched. Built-in deny rules cannot be relaxed by configuration.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import tomllib
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.policy import binaries, destructive, targets
+from mnemo.policy.netproxy import NetworkAllowlist, check_domain, normalize_host
 from mnemo.policy.shell import Segment, is_inside, parse_command, resolve_path
 from mnemo.policy.verdict import Context, Decision, Verdict, strictest
 
@@ -61,6 +65,10 @@ class PolicyConfig:
     rules: list[Rule] = field(default_factory=list)
     allow_binaries: list[str] = field(default_factory=list)
     network: bool = False
+    network_domains: list[str] = field(default_factory=list)
+    """When set, sandboxed commands reach only these domains (``name``, ``*.name``), via the proxy of
+    :mod:`mnemo.policy.netproxy`; other hosts are refused and audited."""
+    network_hosts: dict[str, str] = field(default_factory=dict)
     tools: dict[str, Verdict] = field(
         default_factory=lambda: {
             **dict.fromkeys(READ_ONLY_TOOLS, Verdict.ALLOW),
@@ -81,6 +89,8 @@ class PolicyConfig:
                     if not isinstance(value, bool):
                         raise ValueError("must be true or false")
                     cfg.network = value
+                elif key in ("network_domains", "network_hosts"):
+                    _network_setting(cfg, key, value, problems)
                 elif key == "allow_binaries":
                     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                         raise ValueError("must be a list of strings")
@@ -106,6 +116,12 @@ class PolicyConfig:
                 problems.append(f"policy.{key}: {exc}")
         return cfg
 
+    def network_allowlist(self) -> NetworkAllowlist | None:
+        """The filtered network of ``network_domains`` (None when it is empty)."""
+        if not self.network_domains:
+            return None
+        return NetworkAllowlist(tuple(self.network_domains), dict(self.network_hosts))
+
     def allowed_binary_paths(self) -> set[str]:
         import shutil
 
@@ -115,6 +131,29 @@ class PolicyConfig:
             if found:
                 paths.add(os.path.realpath(found))
         return paths
+
+
+def _network_setting(cfg: PolicyConfig, key: str, value: Any, problems: list[str]) -> None:
+    """``network_domains`` (names, ``*.name``) or ``network_hosts`` (name -> IP address); bad entries are
+    skipped and reported."""
+    if key == "network_domains":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError("must be a list of strings")
+        for entry in value:
+            try:
+                cfg.network_domains.append(check_domain(entry))
+            except ValueError as exc:
+                problems.append(f"policy.network_domains: {exc}")
+        return
+    if not isinstance(value, dict):
+        raise ValueError('must be a table like {"name.test" = "127.0.0.1"}')
+    for name, address in value.items():
+        try:
+            if not isinstance(address, str):
+                raise TypeError(address)
+            cfg.network_hosts[normalize_host(name)] = str(ipaddress.ip_address(address))
+        except (TypeError, ValueError):
+            problems.append(f"policy.network_hosts.{name}: {address!r} is not an IP address")
 
 
 def _rule_from_dict(item: Any, index: int) -> Rule:

@@ -10,9 +10,10 @@ The sandbox, as root and as a user (docs/security.md, "Sandbox"):
 * the host's root read-only, a private ``/tmp``, ``/dev`` and ``/proc``, the real home hidden under an empty
   tmpfs (unless the workspace lies in it), the workspace the only writable place, and inside it
   :data:`PROTECTED` (``.git/``, ``.mnemo/``, ``mnemo.toml``, ``MEMORY.md``) bound read-only unless granted;
-* every other namespace unshared (no network unless granted, a new PID namespace), killed with its parent,
-  a new session (no terminal injection), a minimal environment (no API keys); rlimits (CPU seconds, address
-  space, file size, open files) set before ``exec``; at the end the whole process group is killed.
+* every other namespace unshared (no network unless granted, or only ``policy.network_domains`` through
+  :mod:`mnemo.policy.netproxy`; a new PID namespace), killed with its parent, a new session (no terminal
+  injection), a minimal environment (no API keys); rlimits (CPU seconds, address space, file size, open
+  files) set before ``exec``; at the end the whole process group is killed.
 
 bwrap is probed once per process with all of that, and the probe checks from inside that it holds
 (``CapEff`` 0, ``NoNewPrivs`` 1, ``Seccomp`` 2, a non-zero uid). When ``bwrap`` is missing, or the kernel
@@ -36,16 +37,21 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mnemo.policy.seccomp import UnsupportedArch, filter_program
+
+if TYPE_CHECKING:
+    from mnemo.policy.netproxy import NetWiring, NetworkAllowlist, NetworkEvent
 
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: sudo apt-get install -y bubblewrap; Fedora: dnf install bubblewrap)"
 )
-PROTECTED: tuple[str, ...] = (".git", ".mnemo", "mnemo.toml", "MEMORY.md")
-"""Workspace entries bound read-only inside the sandbox (a missing one is held by an empty placeholder)."""
+PROTECTED: tuple[str, ...] = (".git", ".mnemo", "mnemo.toml", "MEMORY.md", "plugins")
+"""Workspace entries bound read-only inside the sandbox (a missing one is held by an empty placeholder);
+``plugins/`` holds code the gateway loads unsandboxed (:mod:`mnemo.gateway.plugins`)."""
 _PROTECTED_IF_PRESENT = ("memory.md",)
-_PROTECTED_DIRS = (".git", ".mnemo")
+_PROTECTED_DIRS = (".git", ".mnemo", "plugins")
 SANDBOX_ID = 65534
 """The uid and gid a command runs as inside its user namespace (``nobody``), whoever runs mnemo."""
 _probe: tuple[str, str] | None = None  # (bwrap path, "") when usable, ("", why) when not
@@ -187,20 +193,24 @@ def bwrap_argv(
     bwrap: str = "bwrap",
     seccomp_fd: int,
     read_only: Collection[Path] = (),
+    wiring: NetWiring | None = None,
 ) -> list[str]:
-    """bwrap's command line; ``read_only`` are workspace entries bound read-only over the workspace."""
+    """bwrap's command line; ``read_only`` are workspace entries bound read-only over the workspace;
+    ``wiring``: the filtered network of ``policy.network_domains`` (:mod:`mnemo.policy.netproxy`)."""
     ws = str(Path(os.path.realpath(workspace)))
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    home = os.path.realpath(Path.home())
-    if home != "/" and not (ws + "/").startswith(home + "/") and not (home + "/").startswith(ws + "/"):
+    home = hidden_home(ws)
+    if home is not None:
         argv += ["--tmpfs", home]  # hide the real home (keys, tokens) unless the workspace is in it
     argv += ["--bind", ws, ws]
     for path in read_only:  # top-level workspace entries, bound after (over) the workspace
         inside = os.path.join(ws, Path(path).name)
         argv += ["--ro-bind", inside, inside]
+    if wiring is not None:
+        argv += wiring.binds
     argv += ["--chdir", ws, "--unshare-all", "--unshare-user", "--disable-userns"]
     argv += ["--uid", str(SANDBOX_ID), "--gid", str(SANDBOX_ID), "--cap-drop", "ALL"]
-    if network:
+    if network and wiring is None:
         argv.append("--share-net")
     argv += [
         "--seccomp",
@@ -208,11 +218,35 @@ def bwrap_argv(
         "--die-with-parent",
         "--new-session",
         "--",
+        *(wiring.prefix if wiring is not None else ()),
         "/bin/sh",
         "-c",
         command,
     ]
     return argv
+
+
+def hidden_home(ws: str) -> str | None:
+    """The real home folder, hidden in the sandbox unless the workspace lies in it (or holds it)."""
+    home = os.path.realpath(Path.home())
+    inside = (ws + "/").startswith(home + "/") or (home + "/").startswith(ws + "/")
+    return None if home == "/" or inside else home
+
+
+@contextlib.contextmanager
+def _filtered_network(
+    allowlist: NetworkAllowlist | None, on_event: Callable[[NetworkEvent], None] | None, ws: Path
+) -> Iterator[NetWiring | None]:
+    """The proxy of ``policy.network_domains`` for one run (None: no allowlist, nothing to start)."""
+    if allowlist is None:
+        yield None
+        return  # (below: imported here, as this module also loads on its own in test_sandbox_escapes)
+    from mnemo.policy import netproxy
+
+    if (python := netproxy.forwarder_python(hidden_home(str(ws)))) is None:
+        raise SandboxUnavailable("policy.network_domains needs a python3 the sandbox can see (/usr/bin)")
+    with netproxy.confined(allowlist, on_event, python) as wiring:
+        yield wiring
 
 
 def minimal_env() -> dict[str, str]:
@@ -270,19 +304,29 @@ def run_sandboxed(
     mem_bytes: int = 2 * 1024**3,
     fsize_bytes: int = 256 * 1024**2,
     nofile: int = 256,
+    network_domains: NetworkAllowlist | None = None,
+    on_network: Callable[[NetworkEvent], None] | None = None,
 ) -> SandboxResult:
     """Run a shell command line in the sandbox and return what it did. Never runs it unsandboxed.
 
     ``writable`` names entries of :data:`PROTECTED` a policy rule grants write access to (default: none).
+    ``network_domains``: the command reaches only these domains, through the filtering proxy of
+    :mod:`mnemo.policy.netproxy` (``network`` is then ignored); ``on_network`` hears each connection.
     Raises :class:`SandboxUnavailable` when bwrap is missing or could not set the sandbox up.
     """
     bwrap = _bwrap()
     ws = Path(os.path.realpath(workspace))
-    with _protected(ws, writable) as read_only:
+    with _protected(ws, writable) as read_only, _filtered_network(network_domains, on_network, ws) as net:
         fd = _seccomp_fd()
         try:
             argv = bwrap_argv(
-                argv_or_command, ws, network=network, bwrap=bwrap, seccomp_fd=fd, read_only=read_only
+                argv_or_command,
+                ws,
+                network=network,
+                bwrap=bwrap,
+                seccomp_fd=fd,
+                read_only=read_only,
+                wiring=net,
             )
             start = time.monotonic()
             proc = subprocess.Popen(
@@ -294,7 +338,7 @@ def run_sandboxed(
                 preexec_fn=_limits(cpu_s, mem_bytes, fsize_bytes, nofile),
                 close_fds=True,
                 pass_fds=(fd,),
-                env=minimal_env(),
+                env={**minimal_env(), **(net.env if net is not None else {})},
             )
         except OSError as exc:
             raise SandboxUnavailable(f"bubblewrap failed to start: {exc}; {INSTALL_HINT}") from exc

@@ -42,7 +42,7 @@ def classify(path: Path, ws: Path) -> str | None:
     if rel == ".":
         return "workspace"
     parts = rel.split(os.sep)
-    if rel == "mnemo.toml" or parts[0] == ".mnemo" or ".git" in parts:
+    if rel == "mnemo.toml" or parts[0] in (".mnemo", "plugins") or ".git" in parts:  # plugins: gateway code
         return "control"
     if rel in MEMORY_ROOT_FILES:
         return "memory"
@@ -57,7 +57,7 @@ def write_decision(raw: str, path: Path, mode: Mode, ws: Path) -> Decision | Non
     """The built-in verdict for writing ``path`` (``raw`` as written) in ``mode``; None when unprotected."""
     kind = classify(path, ws)
     if kind == "control":
-        return deny("protected", f"{raw} is mnemo's settings, index, audit log or Git data")
+        return deny("protected", f"{raw} is mnemo's settings, index, audit log, plugins or Git data")
     if kind == "memory" and mode != "create":
         if mode == "delete" or (mode == "truncate" and path.exists()):
             return deny("memory-overwrite", f"{raw} is a memory file: it would be deleted or emptied")

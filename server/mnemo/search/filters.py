@@ -1,7 +1,7 @@
 """Search filters: which chunks a search may consider, by file kind, front matter and date.
 
 A filter restricts the *candidates* before anything is ranked: the allowed chunk ids are read first
-(one SQL query over ``chunks`` and :mod:`mnemo.index.file_meta`), and both the vector and the keyword
+(:meth:`mnemo.index.api.IndexReader.allowed_ids`), and both the vector and the keyword
 candidate lists are drawn from them alone, so a filter never empties a top-k that had matches further
 down. Ranking is unchanged.
 
@@ -10,34 +10,26 @@ down. Ranking is unchanged.
 - ``tags``: every one given must be among the file's front-matter tags (case-insensitive);
 - ``project``, ``type``: the front-matter field equals it (case-insensitive);
 - ``since``/``until``: inclusive bounds on the note's date: a daily note's date from its name, else the
-  front matter's ``date``; a file without either is left out when a bound is given.
+  front matter's ``date``; a file without either is left out when a bound is given (a session archive is
+  dated by the last day of its month);
+- ``channel``: session archives of that channel (``editor``, ``telegram``...): the archive's
+  ``channel:<name>`` tag (:func:`channel_tag`), added to ``tags``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mnemo.memory.limits import InvalidInput, check_day
 
-KINDS = ("memory", "topic", "evergreen", "daily", "snapshot", "skill", "session")
+KINDS = ("memory", "topic", "evergreen", "daily", "snapshot", "skill", "session", "archive")
 MAX_VALUES = 50
 """Most tags or kinds one filter may list."""
-_KIND_SQL = {
-    "memory": "c.path IN ('MEMORY.md', 'memory.md')",
-    "topic": "(c.kind = 'evergreen' AND c.path NOT IN ('MEMORY.md', 'memory.md'))",
-    "evergreen": "c.kind = 'evergreen'",
-    "daily": "c.kind = 'daily'",
-    "snapshot": "c.kind = 'snapshot'",
-    "skill": "c.kind = 'skill'",
-    "session": "c.kind = 'session'",
-}
-if TYPE_CHECKING:
-    import duckdb
-
-_FIELDS = ("tags", "kinds", "since", "until", "project", "type")
+_FIELDS = ("tags", "kinds", "since", "until", "project", "type", "channel")
 
 
 @dataclass(frozen=True)
@@ -89,6 +81,11 @@ def _string(name: str, value: object) -> str | None:
     return value.strip() or None
 
 
+def channel_tag(channel: str) -> str:
+    """The front-matter tag a session archive of ``channel`` carries (``channel:telegram``)."""
+    return "channel:" + re.sub(r"[\s,\[\]#]+", "-", channel.strip().lower())
+
+
 def check_filters(value: object) -> SearchFilters | None:
     """A ``filters`` parameter (a JSON object, a :class:`SearchFilters` or None) checked; None when it
     filters nothing. Raises :class:`~mnemo.memory.limits.InvalidInput` with the field at fault."""
@@ -103,8 +100,9 @@ def check_filters(value: object) -> SearchFilters | None:
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise InvalidInput(f"unknown kind(s) {', '.join(bad)} in filters.kinds; known: {', '.join(KINDS)}")
+    channel = _string("channel", value.get("channel"))
     found = SearchFilters(
-        tags=_strings("tags", value.get("tags")),
+        tags=_strings("tags", value.get("tags")) + ((channel_tag(channel),) if channel else ()),
         kinds=kinds,
         since=check_day("filters.since", value.get("since")),
         until=check_day("filters.until", value.get("until")),
@@ -114,32 +112,3 @@ def check_filters(value: object) -> SearchFilters | None:
     if found.since and found.until and found.since > found.until:
         raise InvalidInput(f"filters.since ({found.since}) is after filters.until ({found.until})")
     return None if found.empty else found
-
-
-def where(f: SearchFilters) -> tuple[str, list[object]]:
-    """The SQL condition over ``chunks c LEFT JOIN file_meta m`` and its parameters."""
-    parts: list[str] = []
-    params: list[object] = []
-    if f.kinds:
-        parts.append("(" + " OR ".join(_KIND_SQL[k] for k in f.kinds) + ")")
-    if f.tags:
-        parts.append("list_has_all(coalesce(m.tags, []::VARCHAR[]), ?::VARCHAR[])")
-        params.append(list(f.tags))
-    for name in ("project", "type"):
-        if (value := getattr(f, name)) is not None:
-            parts.append(f"lower(m.{name}) = lower(?)")
-            params.append(value)
-    if f.since is not None:
-        parts.append("coalesce(c.day, m.day) >= ?")
-        params.append(f.since)
-    if f.until is not None:
-        parts.append("coalesce(c.day, m.day) <= ?")
-        params.append(f.until)
-    return " AND ".join(parts) or "true", params
-
-
-def allowed_ids(con: duckdb.DuckDBPyConnection, f: SearchFilters) -> list[int]:
-    """The ids of the chunks ``f`` lets a search consider."""
-    condition, params = where(f)
-    sql = f"SELECT c.id FROM chunks c LEFT JOIN file_meta m ON m.path = c.path WHERE {condition}"
-    return [int(row[0]) for row in con.execute(sql, params).fetchall()]

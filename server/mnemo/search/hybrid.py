@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-import duckdb
 import numpy as np
 
 from mnemo.config import SearchSettings
 from mnemo.embeddings import Embedder
-from mnemo.index import fts
-from mnemo.index.postings import PostingsCache
+from mnemo.index.api import ChunkRecord, IndexReader, KeywordHit
 from mnemo.search import filters as search_filters
 from mnemo.search import lines, ranking
+from mnemo.search.query_vectors import QueryVectors
 from mnemo.search.select import select as select_hits
 from mnemo.text.terms import cjk_share, query_terms, token_set
 from mnemo.workspace.layout import MEMORY_FILES
@@ -42,23 +40,6 @@ class ScoreParts:
     reasons: list[str] = field(default_factory=list)
     """Why the hit moved: superseded by / supersedes, similar to #n, boost, ranked below notes."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "vector": None if self.vector is None else round(self.vector, 4),
-            "text": round(self.text, 4),
-            "bm25": round(self.bm25, 4),
-            "decay": round(self.decay, 4),
-            "weight": self.weight,
-            "score": round(self.score, 4),
-            "mmrRank": self.mmr_rank,
-            "ageDays": self.age_days,
-            "superseded": self.superseded,
-            "boost": round(self.boost, 4),
-            "evidence": self.evidence,
-            "line": self.line,
-            "reasons": list(self.reasons),
-        }
-
 
 @dataclass
 class SearchHit:
@@ -78,19 +59,6 @@ class SearchHit:
     def citation(self) -> str:
         return f"{self.path}#L{self.start_line}-L{self.end_line}"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "startLine": self.start_line,
-            "endLine": self.end_line,
-            "score": round(self.parts.score, 4),
-            "snippet": self.snippet,
-            "source": self.source,
-            "citation": self.citation,
-            "heading": self.heading,
-            "parts": self.parts.as_dict(),
-        }
-
 
 @dataclass
 class SearchOutcome:
@@ -103,17 +71,6 @@ class SearchOutcome:
     weights: dict[str, Any] = field(default_factory=dict)
     """The weights this search actually used (vector/text after the CJK rule, decay, MMR, cut-off)."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "results": [hit.as_dict() for hit in self.results],
-            "mode": self.mode,
-            "provider": self.provider,
-            "model": self.model,
-            "query": self.query,
-            "notes": list(self.notes),
-            "weights": dict(self.weights),
-        }
-
 
 @dataclass
 class _Candidate:
@@ -123,11 +80,16 @@ class _Candidate:
     text: float = 0.0
     coverage: float = 0.0
     covered_idf: float = 0.0
-    row: tuple[Any, ...] = ()
-    embedding: np.ndarray | None = None
+    record: ChunkRecord | None = None
+
+    @property
+    def row(self) -> ChunkRecord:
+        assert self.record is not None, "candidate without its chunk"
+        return self.record
 
 
-def _set_text(cand: _Candidate, bm25: float, covered: float, total: float) -> None:
+def _set_text(cand: _Candidate, hit: KeywordHit) -> None:
+    bm25, covered, total = hit.bm25, hit.covered, hit.total
     cand.bm25, cand.text = bm25, ranking.text_score(bm25, covered, total)
     cand.coverage = min(1.0, covered / total) if total > 0 else 0.0
     cand.covered_idf = covered if bm25 > 0 else 0.0
@@ -141,56 +103,20 @@ mostly-CJK query is ranked by keywords alone (was 0.2; docs/benchmarks.md, ablat
 questions Hit@5 0.982 -> 0.993, MRR@10 0.946 -> 0.972; recall set MRR@10 0.757 -> 0.787)."""
 
 
-def vector_literal(vector: np.ndarray) -> str:
-    """A FLOAT[n] SQL literal of a float vector (only ever built from our own embeddings)."""
-    values = ",".join(format(float(x), ".9g") for x in vector)
-    return f"[{values}]::FLOAT[{len(vector)}]"
-
-
-def vector_query(literal: str, limit: int, *, within: bool = False) -> str:
-    """Nearest chunks by cosine distance, in the shape DuckDB's vss rewrites to an HNSW index scan;
-    ``within``: only the chunk ids given as the one parameter (a filtered search: an exact scan)."""
-    where = "WHERE id IN (SELECT unnest(?::BIGINT[])) " if within else ""
-    return (
-        f"SELECT id, array_cosine_distance(embedding, {literal}) AS distance FROM chunks {where}"
-        f"ORDER BY distance LIMIT {int(limit)}"
-    )
-
-
-TextSearch = Callable[..., list[tuple[int, float, float, float]]]
-
-
-def _within(base: TextSearch, allowed: Sequence[int]) -> TextSearch:
-    """``base`` (BM25 candidates) drawing only from the ``allowed`` chunk ids, best ``limit`` first."""
-
-    def search(
-        con: duckdb.DuckDBPyConnection,
-        terms: Sequence[str],
-        *,
-        limit: int,
-        only_ids: Sequence[int] | None = None,
-    ) -> list[tuple[int, float, float, float]]:
-        if only_ids is not None:  # ids of candidates: allowed ones already
-            return base(con, terms, limit=limit, only_ids=only_ids)
-        return base(con, terms, limit=limit, only_ids=allowed)[:limit]
-
-    return search
-
-
 class HybridSearcher:
     def __init__(
         self,
         embedder: Embedder,
         settings: SearchSettings,
-        embed_lock: threading.Lock,
         *,
         english_only_vectors: bool = False,
     ) -> None:
         self.embedder = embedder
         self.settings = settings
-        self.embed_lock = embed_lock
         self.english_only_vectors = english_only_vectors
         """The vectors come from the bundled English-only model (automatic cjk_vector_weight)."""
+        self.query_vectors = QueryVectors()
+        """Recent queries' embeddings: a repeated query does not run the model again."""
 
     def vector_weight(self, query: str) -> float:
         """The vector part's weight for ``query``: lower for a mostly-CJK query when the model is English."""
@@ -207,7 +133,7 @@ class HybridSearcher:
 
     def search(
         self,
-        con: duckdb.DuckDBPyConnection,
+        reader: IndexReader,
         query: str,
         *,
         dims: int,
@@ -215,13 +141,11 @@ class HybridSearcher:
         min_score: float | None = None,
         sources: Sequence[str] | None = None,
         today: date | None = None,
-        postings: PostingsCache | None = None,
         filters: search_filters.SearchFilters | None = None,
     ) -> SearchOutcome:
-        """``postings``: the writer's in-memory BM25 postings (else the fts tables are scanned).
+        """Rank ``reader``'s chunks for ``query``; ``dims`` 0: keyword only.
         ``filters``: only chunks they allow are candidates (:mod:`mnemo.search.filters`)."""
         s = self.settings
-        base_search = postings.search if postings is not None else fts.search
         k = max_results or s.max_results
         floor = min_score if min_score is not None else (s.min_score if dims > 0 else s.keyword_min_score)
         today = today or date.today()
@@ -233,51 +157,17 @@ class HybridSearcher:
             return outcome
         allowed: list[int] | None = None
         if filters is not None and not filters.empty:
-            allowed = search_filters.allowed_ids(con, filters)
+            allowed = reader.allowed_ids(filters)
             if not allowed:
                 outcome.notes.append("no memory matches the filters")
                 return outcome
-        text_search = base_search if allowed is None else _within(base_search, allowed)
-        cands: dict[int, _Candidate] = {}
-        qvec: np.ndarray | None = None
-        if dims > 0:
-            with self.embed_lock:
-                qvec = self.embedder.embed([query])[0]
-            # The vector goes in as a literal: it is a constant the HNSW index scan can use, and
-            # DuckDB converts a 384-float Python parameter far more slowly than it parses one.
-            literal = vector_literal(qvec)
-            if allowed is None:
-                rows = con.execute(vector_query(literal, n)).fetchall()
-            else:
-                rows = con.execute(vector_query(literal, n, within=True), [allowed]).fetchall()
-            for cid, distance in rows:
-                cands[cid] = _Candidate(cid, vector=ranking.vector_score(1.0 - float(distance)))
-        terms = query_terms(query)
-        text_rows = text_search(con, terms, limit=n)
-        for cid, bm25, covered, total in text_rows:
-            cand = cands.setdefault(cid, _Candidate(cid))
-            _set_text(cand, bm25, covered, total)
+        qvec = self.query_vectors.vector(self.embedder, query) if dims > 0 else None
+        cands = self._candidates(reader, query, qvec, n, allowed)
         if not cands:
             return outcome
-        ids = list(cands)
-        if dims > 0:
-            text_ids = {r[0] for r in text_rows}
-            for cid, bm25, covered, total in text_search(
-                con, terms, limit=n, only_ids=[i for i in ids if i not in text_ids]
-            ):
-                _set_text(cands[cid], bm25, covered, total)
-        select = "id, key, path, source, kind, day, start_line, end_line, heading, text"
-        if dims > 0:
-            select += ", embedding"
-        id_list = ", ".join(str(int(i)) for i in ids)  # inlined: a list parameter costs ~2 ms more
-        for row in con.execute(f"SELECT {select} FROM chunks WHERE id IN ({id_list})").fetchall():
-            cand = cands[row[0]]
-            cand.row = row
-            if dims > 0 and row[10] is not None:
-                cand.embedding = np.asarray(row[10], dtype=np.float32)
-                if cand.vector is None and qvec is not None:
-                    cand.vector = ranking.vector_score(float(cand.embedding @ qvec))
-        live = [c for c in cands.values() if c.row and (not sources or c.row[3] in sources)]
+        live = [
+            c for c in cands.values() if c.record is not None and (not sources or c.row.source in sources)
+        ]
         vector_weight = self.vector_weight(query)
         vectors_count = dims > 0 and not (self.english_only_vectors and cjk_share(query) >= CJK_QUERY_SHARE)
         hits = self._rank(live, query, today, dims, vector_weight, vectors_count=vectors_count)
@@ -292,6 +182,36 @@ class HybridSearcher:
                     f"with the query (best score {hits[0].parts.score:.3f})"
                 )
         return outcome
+
+    @staticmethod
+    def _candidates(
+        reader: IndexReader, query: str, qvec: np.ndarray | None, n: int, allowed: list[int] | None
+    ) -> dict[int, _Candidate]:
+        """Vector and BM25 candidates (``n`` of each) with both scores and their chunks; ``qvec`` None:
+        keyword only."""
+        cands: dict[int, _Candidate] = {}
+        if qvec is not None:
+            for near in reader.nearest(qvec, n, within=allowed):
+                cands[near.chunk_id] = _Candidate(
+                    near.chunk_id, vector=ranking.vector_score(1.0 - near.distance)
+                )
+        terms = query_terms(query)
+        text_hits = reader.keyword_top(terms, n, within=allowed)
+        for hit in text_hits:
+            _set_text(cands.setdefault(hit.chunk_id, _Candidate(hit.chunk_id)), hit)
+        if not cands:
+            return cands
+        ids = list(cands)
+        if qvec is not None:  # vector candidates the keyword top-n missed: their BM25 too
+            text_ids = {hit.chunk_id for hit in text_hits}
+            for hit in reader.keyword_scores(terms, [i for i in ids if i not in text_ids]):
+                _set_text(cands[hit.chunk_id], hit)
+        for cid, record in reader.records(ids).items():
+            cands[cid].record = record
+        if qvec is not None:  # keyword candidates the vector top-n missed: their similarity too
+            for cid, vector in reader.vectors([i for i in ids if cands[i].vector is None]).items():
+                cands[cid].vector = ranking.vector_score(float(vector @ qvec))
+        return cands
 
     def _weights(
         self, dims: int, vector_weight: float, vectors_count: bool, min_score: float | None
@@ -334,8 +254,9 @@ class HybridSearcher:
         hits: dict[int, SearchHit] = {}
         undemoted: dict[int, float] = {}
         for c in cands:
-            cid, key, path, source, _kind, day, start, end, heading, text = c.row[:10]
-            age = ranking.age_days(day, today)
+            r = c.row
+            cid, path, start = c.chunk_id, r.path, r.start_line
+            age = ranking.age_days(r.day, today)
             newer = supersedes.get(cid)
             reasons = [f"superseded by {_cite(by_id[newer], foci)}"] if newer is not None else []
             if s.decay == "supersede":
@@ -368,8 +289,11 @@ class HybridSearcher:
                 line=None if (f := foci[cid]) is None else start + f.offset,
                 reasons=reasons,
             )
+            text = r.text
             snippet = text if len(text) <= s.snippet_chars else text[: s.snippet_chars - 1] + "…"
-            hits[cid] = SearchHit(cid, key, path, source, start, end, heading, snippet, parts, foci[cid])
+            hits[cid] = SearchHit(
+                cid, r.key, path, r.source, start, r.end_line, r.heading, snippet, parts, foci[cid]
+            )
         for old, new in supersedes.items():
             # The newest version takes the place of the one it updates: at least the older one's score
             # before it was demoted, so the update ranks first (and keeps the older one's evidence).
@@ -390,13 +314,16 @@ class HybridSearcher:
         """chunk id of a dated memory -> chunk id of the newest newer one whose line answering the query
         is a later version of the same statement (:func:`mnemo.search.lines.updates`), however relevant
         the rest of its chunk is."""
-        dated = sorted((c for c in cands if c.row[5] is not None), key=lambda c: c.row[5], reverse=True)
+        days = {c.chunk_id: c.row.day for c in cands if c.row.day is not None}
+        dated = sorted((c for c in cands if c.chunk_id in days), key=lambda c: days[c.chunk_id], reverse=True)
         out: dict[int, int] = {}
         # Against the notes' best line: a transcript that repeats the question word for word is no yardstick.
-        floor = lines.update_floor((foci[c.chunk_id] for c in cands if c.row[3] != "sessions"), weights)
+        floor = lines.update_floor((foci[c.chunk_id] for c in cands if c.row.source != "sessions"), weights)
         for i, c in enumerate(dated):
             for o in dated[:i]:
-                if o.row[5] > c.row[5] and lines.updates(foci[c.chunk_id], foci[o.chunk_id], weights, floor):
+                if days[o.chunk_id] > days[c.chunk_id] and lines.updates(
+                    foci[c.chunk_id], foci[o.chunk_id], weights, floor
+                ):
                     out[c.chunk_id] = o.chunk_id
                     break
         return out
@@ -404,7 +331,7 @@ class HybridSearcher:
 
 def _foci(cands: list[_Candidate], query: str) -> tuple[dict[int, lines.Focus | None], dict[str, float]]:
     """Each candidate's line that answers the query, and the query terms' weights over the candidates' lines."""
-    chunk_lines = {c.chunk_id: lines.content_lines(c.row[9]) for c in cands}
+    chunk_lines = {c.chunk_id: lines.content_lines(c.row.text) for c in cands}
     weights = lines.term_weights(token_set(query), chunk_lines.values())
     return {cid: lines.focus(ls, weights) for cid, ls in chunk_lines.items()}, weights
 
@@ -413,5 +340,5 @@ def _cite(c: _Candidate, foci: dict[int, lines.Focus | None]) -> str:
     """The candidate's answering line (``path#L4``), or its whole chunk without one."""
     f = foci.get(c.chunk_id)
     if f is not None:
-        return f"{c.row[2]}#L{c.row[6] + f.offset}"
-    return f"{c.row[2]}#L{c.row[6]}-L{c.row[7]}"
+        return f"{c.row.path}#L{c.row.start_line + f.offset}"
+    return f"{c.row.path}#L{c.row.start_line}-L{c.row.end_line}"

@@ -218,3 +218,19 @@ def calibrated_cut(
         return []
     cut = max(relative * scores[anchor], floor)
     return [i for i, s in enumerate(scores) if evidence[i] and (i == anchor or s >= cut)]
+
+
+USEFULNESS_SHRINK = 2.0
+"""Pseudo-votes that pull a chunk's usefulness towards neutral: one thumbs up makes the prior 1/3, not 1."""
+USEFULNESS_MAX_WEIGHT = 0.5
+"""The most ``[search] usefulness_weight`` may be: feedback moves a score by at most half of it."""
+
+
+def usefulness_prior(useful: float, not_useful: float) -> float:
+    """Feedback as a prior in (-1, 1): (useful - not useful) / (useful + not useful + shrink)."""
+    return (useful - not_useful) / (useful + not_useful + USEFULNESS_SHRINK)
+
+
+def usefulness_factor(prior: float, weight: float) -> float:
+    """The multiplier a score gets: ``1 + weight x prior``, the weight bounded to [0, 0.5]."""
+    return 1.0 + min(USEFULNESS_MAX_WEIGHT, max(0.0, weight)) * prior

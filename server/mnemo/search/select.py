@@ -5,12 +5,16 @@
   evidence, the settings' ``min_score`` as a floor that never removes that hit).
 - MMR over the kept hits, keeping the newer of near-duplicates (:func:`mnemo.search.ranking.mmr_order`).
 - session transcripts (``sessions/*.jsonl``) after notes, unless the search asks only for them.
+- ``one_per_file``: only the best chunk of each file (before the cut-off, so ``k`` files can come back).
 
 Each hit that moved gets a reason (``similar to #2``, ``session transcript: ranked below notes``).
+:func:`order` is the same without the cut-off: what the usefulness prior (:mod:`mnemo.search.usefulness`)
+runs again after it changed the scores.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mnemo.config import SearchSettings
@@ -21,6 +25,8 @@ if TYPE_CHECKING:
     from mnemo.search.hybrid import SearchHit
 
 SESSIONS = "sessions"
+BELOW_NOTES = (SESSIONS, "archive")
+"""Sources ranked after notes: transcripts and session archives quote questions word for word."""
 
 
 def cut(
@@ -75,21 +81,58 @@ def diversify(hits: list[SearchHit], s: SearchSettings, k: int) -> list[SearchHi
     return [hits[i] for i in order]
 
 
-def select(
-    hits: list[SearchHit], s: SearchSettings, k: int, *, min_score: float | None, floor: float
+def _given_here(reason: str) -> bool:
+    """A reason :func:`order` gives (a second ordering drops the first one's before giving its own)."""
+    return reason.startswith(
+        ("similar to #", "session transcript: ranked below notes", "session archive: ranked")
+    ) or reason.endswith(": picked first")
+
+
+def best_per_file(hits: list[SearchHit]) -> list[SearchHit]:
+    """The first (best) hit of each file from ``hits`` sorted best first, saying how many it stood for."""
+    kept: dict[str, SearchHit] = {}
+    counts: dict[str, int] = {}
+    for hit in hits:
+        kept.setdefault(hit.path, hit)
+        counts[hit.path] = counts.get(hit.path, 0) + 1
+    for path, hit in kept.items():
+        if counts[path] > 1:
+            hit.parts.reasons.append(f"best of {counts[path]} chunks of this file (one per file)")
+    return list(kept.values())
+
+
+def order(
+    hits: list[SearchHit],
+    s: SearchSettings,
+    k: int,
+    keep: Callable[[list[SearchHit]], list[SearchHit]] | None = None,
 ) -> list[SearchHit]:
-    notes = [h for h in hits if h.source != SESSIONS]
+    """Up to ``k`` of ``hits`` (sorted best first): notes by MMR, then transcripts; ``keep``: the
+    cut-off applied to each part first."""
+    kept = keep or (lambda part: part)
+    for hit in hits:
+        hit.parts.reasons[:] = [r for r in hit.parts.reasons if not _given_here(r)]
+    notes = [h for h in hits if h.source not in BELOW_NOTES]
     if s.sessions_below_notes and notes and len(notes) < len(hits):
         # Each part is cut against its own best hit: a transcript that repeats the question word for word
         # must not raise the bar for the notes that answer it.
-        chosen = diversify(cut(notes, s, min_score=min_score, floor=floor), s, k)
-        sessions = [h for h in hits if h.source == SESSIONS]
-        sessions = diversify(cut(sessions, s, min_score=min_score, floor=floor), s, k - len(chosen))
+        chosen = diversify(kept(notes), s, k)
+        sessions = [h for h in hits if h.source in BELOW_NOTES]
+        sessions = diversify(kept(sessions), s, k - len(chosen))
         for h in sessions:
-            h.parts.reasons.append("session transcript: ranked below notes")
+            what = "session archive" if h.source == "archive" else "session transcript"
+            h.parts.reasons.append(f"{what}: ranked below notes")
         chosen += sessions
     else:
-        chosen = diversify(cut(hits, s, min_score=min_score, floor=floor), s, k)
+        chosen = diversify(kept(hits), s, k)
     for rank, hit in enumerate(chosen, start=1):
         hit.parts.mmr_rank = rank
     return chosen
+
+
+def select(
+    hits: list[SearchHit], s: SearchSettings, k: int, *, min_score: float | None, floor: float
+) -> list[SearchHit]:
+    if s.one_per_file:
+        hits = best_per_file(hits)
+    return order(hits, s, k, lambda part: cut(part, s, min_score=min_score, floor=floor))

@@ -15,7 +15,7 @@ import os
 import stat
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,15 +63,6 @@ class SecurityReport:
 
     def counts(self) -> dict[str, int]:
         return {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "workspace": self.workspace,
-            "findings": [asdict(f) for f in self.findings],
-            "counts": self.counts(),
-            "worst": self.worst,
-            "exitCode": self.exit_code,
-        }
 
 
 @dataclass

@@ -139,14 +139,35 @@ def check_policy(root: Path, policy: PolicyConfig, problems: list[str]) -> list[
         Finding("policy.setting", "warn", f"mnemo.toml: {p} (the default is used)", "fix the entry", "policy")
         for p in problems
     ]
-    if policy.network:
+    if policy.network and not policy.network_domains:
         findings.append(
             Finding(
                 "policy.network",
                 "info",
                 "sandboxed commands may use the network (policy.network = true)",
-                "set policy.network = false unless the agent's commands need it",
+                "list the domains they need in policy.network_domains instead (the rest is refused)",
                 "policy.network",
+            )
+        )
+    return findings + check_network_hosts(policy)
+
+
+def check_network_hosts(policy: PolicyConfig) -> list[Finding]:
+    """A name pinned to a non-public address lets sandboxed commands reach this machine or its network."""
+    allowlist = policy.network_allowlist()
+    findings: list[Finding] = []
+    for name, address in policy.network_hosts.items():
+        ip = ipaddress.ip_address(address)
+        if allowlist is None or ip.is_global or not allowlist.allows(name):
+            continue
+        findings.append(
+            Finding(
+                "policy.network-host-private",
+                "warn",
+                f"policy.network_hosts pins {name} to {address}: sandboxed commands can reach "
+                + ("this machine's own services" if ip.is_loopback else "that host on a private network"),
+                "remove the pin unless the agent's commands must reach that service",
+                f"policy.network_hosts.{name}",
             )
         )
     return findings

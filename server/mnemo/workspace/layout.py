@@ -5,11 +5,14 @@ Kinds:
 - daily: ``memory/YYYY-MM-DD.md``;
 - snapshot: ``memory/YYYY-MM-DD-slug.md`` (dated, decayed like daily notes);
 - skill: ``skills/*/SKILL.md`` (its own search source);
-- session: ``sessions/*.jsonl`` transcripts (their own search source).
+- session: ``sessions/*.jsonl`` transcripts (their own search source);
+- archive: ``sessions/<context>-<key>/YYYY-MM.md`` monthly session archives (their own search source,
+  dated by the month's last day; ``<context>`` is private or group, see :func:`archive_context`).
 """
 
 from __future__ import annotations
 
+import calendar
 import fnmatch
 import os
 import re
@@ -28,6 +31,7 @@ class FileKind(StrEnum):
     SNAPSHOT = "snapshot"
     SKILL = "skill"
     SESSION = "session"
+    ARCHIVE = "archive"
 
 
 class WorkspacePathError(ValueError):
@@ -76,6 +80,35 @@ def named_workspace(path: Path) -> Path:
 
 
 _DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-([^/]+))?\.md$")
+_ARCHIVE_DIR = re.compile(r"^(private|group)-[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_ARCHIVE_MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])\.md$")
+
+
+def archive_context(rel_path: str) -> str | None:
+    """``private`` or ``group`` for a session archive (``sessions/<context>-<key>/YYYY-MM.md``), else None."""
+    parts = rel_path.split("/")
+    if len(parts) != 3 or parts[0] != "sessions" or not _ARCHIVE_MONTH.match(parts[2]):
+        return None
+    found = _ARCHIVE_DIR.match(parts[1])
+    return found.group(1) if found else None
+
+
+def readable_in(rel_path: str, private: bool) -> bool:
+    """Whether a chat session of that kind may see a file: MEMORY.md only in private sessions, a session
+    archive only in sessions of its own context (a group's archive never in a private one, and back)."""
+    if rel_path in MEMORY_FILES:
+        return private
+    context = archive_context(rel_path)
+    return context is None or context == ("private" if private else "group")
+
+
+def _archive_day(name: str) -> date | None:
+    """The last day of an archive's month (``2026-10.md`` -> 2026-10-31)."""
+    found = _ARCHIVE_MONTH.match(name)
+    if found is None:
+        return None
+    year, month = int(found.group(1)), int(found.group(2))
+    return date(year, month, calendar.monthrange(year, month)[1])
 
 
 _UNKNOWN = object()
@@ -90,11 +123,13 @@ class MemoryFile:
 
     @property
     def source(self) -> str:
-        """The search source: memory, skills or sessions."""
+        """The search source: memory, skills, sessions or archive."""
         if self.kind is FileKind.SKILL:
             return "skills"
         if self.kind is FileKind.SESSION:
             return "sessions"
+        if self.kind is FileKind.ARCHIVE:
+            return "archive"
         return "memory"
 
     @property
@@ -172,6 +207,8 @@ class Workspace:
             return MemoryFile(rel, FileKind.SKILL, None)
         if self.include_sessions and len(parts) == 2 and parts[0] == "sessions" and name.endswith(".jsonl"):
             return MemoryFile(rel, FileKind.SESSION, None)
+        if len(parts) == 3 and archive_context(rel) is not None:
+            return MemoryFile(rel, FileKind.ARCHIVE, _archive_day(name))
         for extra in self.extra_paths:
             if rel.startswith(extra + "/") and name.endswith(".md"):
                 return MemoryFile(rel, FileKind.EVERGREEN, None)
@@ -234,9 +271,7 @@ class Workspace:
     # -- scanning -------------------------------------------------------------------------------
     def scan(self) -> Iterator[tuple[MemoryFile, os.stat_result]]:
         """Every memory file on disk, skipping symlinks (no escapes) and ignored paths."""
-        roots = ["memory", "skills", *self.extra_paths]
-        if self.include_sessions:
-            roots.append("sessions")
+        roots = ["memory", "skills", *self.extra_paths, "sessions"]  # sessions/: archives, transcripts
         for top in MEMORY_FILES:
             path = self.root / top
             if path.is_file() and not path.is_symlink():

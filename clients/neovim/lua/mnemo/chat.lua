@@ -14,6 +14,8 @@ M.filetype = 'mnemo-chat'
 ---@field received boolean a delta arrived for this turn
 ---@field done boolean
 ---@field answer_line? integer 0-based line where the answer starts in the chat buffer
+---@field steered? boolean a message was steered into this turn (`mnemo/steer`): the streamed text stays
+---@field after? string[] messages typed during the turn that it could not take: sent when it ends
 
 ---@class mnemo.ChatState
 ---@field buf? integer the chat buffer
@@ -296,7 +298,7 @@ local function finish(buf, result, err)
     local text = result_text(result)
     if not turn.received and text then
       append_text(buf, text)
-    elseif text and turn.answer_line then
+    elseif text and turn.answer_line and not turn.steered then
       -- The final text wins over the stream: a loop trimmed, or grounding quoted memory before the answer.
       local streamed = table.concat(api.nvim_buf_get_lines(buf, turn.answer_line, -1, false), '\n')
       if vim.trim(streamed) ~= vim.trim(text) then
@@ -322,6 +324,51 @@ local function finish(buf, result, err)
   end
   append_lines(buf, { '' })
   vim.api.nvim_exec_autocmds('User', { pattern = 'MnemoChatDone', modeline = false, data = result or err })
+  if turn.after and #turn.after > 0 then
+    local queued = turn.after
+    vim.schedule(function()
+      M.send(table.remove(queued, 1))
+      if M.state.turn and not M.state.turn.done then
+        M.state.turn.after = queued
+      end
+    end)
+  end
+end
+
+--- Send a message into the turn in flight (`mnemo/steer`): the turn answers it in the same reply. A turn
+--- that cannot take it (no session yet, an older server, or it just ended) gets it as the next message.
+---@param message string
+function M.steer(message)
+  local turn = M.state.turn
+  if not turn or turn.done then
+    M.send(message)
+    return
+  end
+  local function later()
+    if M.state.turn == turn and not turn.done then
+      turn.after = turn.after or {}
+      table.insert(turn.after, message)
+    else
+      M.send(message)
+    end
+  end
+  if not M.state.session_id then
+    return later()
+  end
+  client_mod.request(protocol.STEER, { sessionId = M.state.session_id, message = message }, function(result)
+    local state = type(result) == 'table' and result.state or nil
+    local buf = valid_buf()
+    if (state ~= 'injected' and state ~= 'queued') or not buf then
+      return later()
+    end
+    local lines = { '', '## You (steering)', '' }
+    vim.list_extend(lines, vim.split(message, '\n', { plain = true }))
+    vim.list_extend(lines, { '', '## mnemo', '' })
+    append_lines(buf, lines)
+    turn.steered = true
+  end, function()
+    later()
+  end)
 end
 
 --- Send a message (`mnemo/chat`) and stream the answer into the chat buffer.
@@ -332,7 +379,7 @@ function M.send(message)
     return nil
   end
   if M.state.turn and not M.state.turn.done then
-    vim.notify('mnemo: an answer is still streaming (<C-c> cancels it)', vim.log.levels.WARN)
+    M.steer(message) -- typing while the answer streams steers that turn
     return nil
   end
   local buf = M.buffer()

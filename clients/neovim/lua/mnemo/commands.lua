@@ -79,6 +79,61 @@ function M.commit(params)
   end)
 end
 
+local VERDICTS = { up = true, yes = true, ['+'] = true, down = false, no = false, ['-'] = false }
+
+--- `:Mnemo feedback up|down [turn]`: mnemo/feedback on a turn of the chat's session (default the latest):
+--- whether the memories it recalled helped.
+---@param args string
+function M.feedback(args)
+  local verdict, turn = args:match('^(%S*)%s*(%S*)$')
+  local useful = VERDICTS[verdict or '']
+  if useful == nil or (turn ~= '' and not tonumber(turn)) then
+    vim.notify('mnemo: usage: :Mnemo feedback up|down [turn]', vim.log.levels.ERROR)
+    return
+  end
+  local session = require('mnemo.chat').state.session_id
+  if not session then
+    vim.notify('mnemo: no chat session yet (ask something with :Mnemo chat first)', vim.log.levels.ERROR)
+    return
+  end
+  local params = { sessionId = session, useful = useful, turn = tonumber(turn) }
+  client_mod.request(protocol.FEEDBACK, params, function(r)
+    info(('mnemo: turn %s %s: recorded on %d memory chunk(s)'):format(
+      tostring(r and r.turn), useful and 'useful' or 'not useful', #((r and r.chunks) or {})))
+  end)
+end
+
+--- `:Mnemo consolidate[!]`: near-duplicate memories across files, one line each (mnemo/consolidate; with
+--- !: the newest copy, no chat model). The diff is shown in a scratch window; the edit is applied to the
+--- buffers (unsaved) only when confirmed.
+---@param bang boolean
+function M.consolidate(bang)
+  client_mod.request(protocol.CONSOLIDATE, { useModel = not bang }, function(r, client)
+    local clusters = type(r) == 'table' and r.clusters or {}
+    if #clusters == 0 then
+      info('mnemo: no near-duplicate memories across files')
+      return
+    end
+    vim.cmd('botright new')
+    local buf = vim.api.nvim_get_current_buf()
+    vim.bo[buf].buftype = 'nofile'
+    vim.bo[buf].bufhidden = 'wipe'
+    vim.bo[buf].filetype = 'diff'
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(r.diff or '', '\n', { trimempty = true }))
+    vim.bo[buf].modifiable = false
+    local by = (r.model and r.model ~= '') and (', merged by ' .. r.model) or ', the newest copy kept'
+    vim.ui.select({ 'Apply these changes (buffers stay unsaved)', 'Cancel' }, {
+      prompt = ('mnemo: %d cluster(s) of near-duplicate memories%s'):format(#clusters, by),
+      kind = 'mnemo.confirm',
+    }, function(_, idx)
+      if idx == 1 then
+        vim.lsp.util.apply_workspace_edit(r.edit, client.offset_encoding)
+        info(('mnemo: consolidated %d cluster(s); review the buffers and :wall to save'):format(#clusters))
+      end
+    end)
+  end)
+end
+
 ---@alias mnemo.Subcommand fun(args: string, bang: boolean)
 
 ---@type table<string, mnemo.Subcommand>
@@ -103,6 +158,12 @@ M.subcommands = {
   end,
   flush = function()
     require('mnemo.chat').flush()
+  end,
+  feedback = function(args)
+    M.feedback(args)
+  end,
+  consolidate = function(_, bang)
+    M.consolidate(bang)
   end,
   reset = function()
     require('mnemo.chat').reset_session()

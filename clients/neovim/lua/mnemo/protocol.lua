@@ -3,8 +3,8 @@
 local M = {}
 
 -- Memory (client -> server requests)
-M.MEMORY_SEARCH = 'mnemo/memorySearch' -- {query, maxResults?, minScore?, sources?, filters?} -> {results, mode, ...}
--- filters: {tags?, kinds?, since?, until?, project?, type?} (dates YYYY-MM-DD; docs/protocol.md)
+M.MEMORY_SEARCH = 'mnemo/memorySearch' -- {query, maxResults?, minScore?, sources?, filters?, onePerFile?} -> {results, mode, ...}
+-- filters: {tags?, kinds?, since?, until?, project?, type?, channel?} (dates YYYY-MM-DD; docs/protocol.md)
 M.MEMORY_GET = 'mnemo/memoryGet' -- {path, from?, lines?} -> {path, from, lines, totalLines, text}
 M.STATUS = 'mnemo/status' -- {} -> status object
 M.INDEX_STATUS = 'mnemo/indexStatus' -- server -> client notification: the status object
@@ -14,6 +14,7 @@ M.INDEX_STATES = { 'not indexed', 'indexing', 'ready', 'error', 'released' }
 -- Chat and sessions (client -> server requests)
 M.CHAT = 'mnemo/chat' -- {message, sessionId?, kind?} -> {text, citations, sessionId, finishReason, notes, ...}
 M.CHAT_DELTA = 'mnemo/chatDelta' -- server -> client notification: {sessionId, requestId?, delta}
+M.STEER = 'mnemo/steer' -- {sessionId, message} -> {state}: 'injected' | 'queued' | 'idle' (send it with mnemo/chat)
 M.SESSIONS = 'mnemo/sessions' -- {} -> {sessions}
 M.NEW_SESSION = 'mnemo/newSession' -- {kind?, previousSessionId?} -> {sessionId, kind, snapshot}
 M.RESET_SESSION = 'mnemo/resetSession' -- {sessionId} -> {sessionId, kind, snapshot, archived}
@@ -28,6 +29,15 @@ M.RESOLVE_APPROVAL = 'mnemo/resolveApproval' -- {id, choice} -> {resolved, messa
 M.EXEC = 'mnemo/exec' -- {command, session?, approvalTimeoutS?} -> {ok, output, decision, rule, exitCode, approval}
 M.AUDIT_VERIFY = 'mnemo/auditVerify' -- {} -> {ok, entries, problems, path}
 M.RISK_STATUS = 'mnemo/riskStatus' -- {} -> {level, sessions}
+
+-- Session archive
+M.ARCHIVE = 'mnemo/archive' -- {month?, dryRun?} -> {dryRun, months, already, skipped, removed}
+M.MARK_SESSION = 'mnemo/markSession' -- {sessionId, private?, archiveConsent?} -> {sessionId, private, archiveConsent}
+
+-- Feedback and consolidation
+M.FEEDBACK = 'mnemo/feedback' -- {sessionId, turn?, useful} -> {sessionId, turn, useful, signal, chunks}
+M.CONSOLIDATE = 'mnemo/consolidate' -- {useModel?} -> {clusters, model, notes, diff, edit}
+M.CMD_CONSOLIDATE = 'mnemo.consolidate' -- [{useModel?}]: the proposal as workspace/applyEdit
 
 -- Security
 M.SECURITY_AUDIT = 'mnemo/securityAudit' -- {} -> {workspace, worst, exitCode, counts, findings}

@@ -11,12 +11,14 @@ import {
   Chat,
   ErrorCodes,
   Exec,
+  Feedback,
   Flush,
   NewSession,
   ResetSession,
   ResolveApproval,
   Sessions,
   Status,
+  Steer,
   type ApprovalChoice,
   type ApprovalRequestParams,
   type ApprovalResponse,
@@ -42,6 +44,8 @@ interface ActiveTurn {
   sessionId?: string;
   requestId?: string | number;
   abort: AbortController;
+  /** a message was steered into this turn: its answer streams on in a new bubble, deltas are the text */
+  steered?: boolean;
 }
 
 interface PendingApproval {
@@ -71,6 +75,8 @@ export class ChatController {
   private readonly state: ChatState = { sessions: [], messages: [], approvals: [], busy: false, unsupported: [] };
   private readonly pending = new Map<string, PendingApproval>();
   private active: ActiveTurn | undefined;
+  /** typed while a turn ran that could not take it: sent, in order, when the turn ends */
+  private readonly afterTurn: string[] = [];
   private post: ((message: ToWebview) => void) | undefined;
   private nextId = 1;
 
@@ -123,6 +129,8 @@ export class ChatController {
         return;
       case "approve":
         return this.answerApproval(message.id, message.choice);
+      case "feedback":
+        return this.feedback(message.messageId, message.useful);
       case "openCitation":
         return this.backend.openCitation(message.citation);
       case "openLink":
@@ -134,7 +142,8 @@ export class ChatController {
 
   async send(text: string): Promise<void> {
     const message = text.trim();
-    if (message === "" || this.active) return;
+    if (message === "") return;
+    if (this.active) return this.steer(message, this.active);
     this.add({ role: "user", text: message });
     const answer = this.add({ role: "assistant", text: "", streaming: true });
     const turn: ActiveTurn = { messageId: answer.id, sessionId: this.state.sessionId, abort: new AbortController() };
@@ -146,26 +155,62 @@ export class ChatController {
       const result: ChatReply = await this.backend.request(Chat, params, turn.abort.signal);
       if (result && typeof result.sessionId === "string") this.adoptSession(result.sessionId);
       if (result?.chatModel && typeof result.chatModel.line === "string") this.state.chatModel = result.chatModel;
-      // The final answer is authoritative: deltas can be dropped or coalesced on the way.
-      if (result && typeof result.text === "string" && result.text !== "") answer.text = result.text;
+      const shown = this.state.messages.find((m) => m.id === turn.messageId) ?? answer;
+      // The final answer is authoritative: deltas can be dropped or coalesced on the way. After steering
+      // it spans several bubbles, so the deltas stay.
+      if (!turn.steered && typeof result?.text === "string" && result.text !== "") shown.text = result.text;
       if (Array.isArray(result?.citations)) {
-        answer.citations = result.citations.map((c) => c?.citation).filter((c): c is string => typeof c === "string");
+        shown.citations = result.citations.map((c) => c?.citation).filter((c): c is string => typeof c === "string");
       }
-      if (answer.text === "") answer.text = "*(no answer)*";
+      if (shown.text === "") shown.text = "*(no answer)*";
+      // Only the session's latest answer can be rated: mnemo/feedback without a turn means the latest.
+      for (const m of this.state.messages) m.rateable = false;
+      shown.rateable = shown.role === "assistant";
     } catch (error) {
+      const shown = this.state.messages.find((m) => m.id === turn.messageId) ?? answer;
       if (isCancellation(error) || turn.abort.signal.aborted) {
-        answer.text += answer.text ? "\n\n*(stopped)*" : "*(stopped)*";
+        shown.text += shown.text ? "\n\n*(stopped)*" : "*(stopped)*";
       } else {
-        answer.role = "error";
-        answer.text = this.describeError(Chat.method, error);
+        shown.role = "error";
+        shown.text = this.describeError(Chat.method, error);
       }
     } finally {
-      answer.streaming = false;
+      for (const m of this.state.messages) if (m.streaming) m.streaming = false;
       this.active = undefined;
       this.state.busy = false;
       this.pushState();
     }
     void this.refreshSessions();
+    const next = this.afterTurn.shift();
+    if (next !== undefined) await this.send(next);
+  }
+
+  /** Typing while an answer streams: `mnemo/steer` hands the message to the running turn, which answers
+   * it in the same reply (in a new bubble below it). A turn that cannot take it (no session id yet, an
+   * older server, or it just ended) gets it as the next `mnemo/chat`. */
+  private async steer(message: string, turn: ActiveTurn): Promise<void> {
+    const sessionId = turn.sessionId ?? this.state.sessionId;
+    let state: string | undefined;
+    if (sessionId && !this.state.unsupported.includes(Steer.method)) {
+      try {
+        state = (await this.backend.request(Steer, { sessionId, message }))?.state;
+      } catch (error) {
+        this.noteUnsupported(Steer.method, error);
+      }
+    }
+    if (state !== "injected" && state !== "queued") {
+      if (this.active) this.afterTurn.push(message);
+      else await this.send(message);
+      return;
+    }
+    this.add({ role: "user", text: message });
+    if (this.active === turn) {
+      const current = this.state.messages.find((m) => m.id === turn.messageId);
+      if (current) current.streaming = false;
+      turn.messageId = this.add({ role: "assistant", text: "", streaming: true }).id;
+      turn.steered = true;
+    }
+    this.pushState();
   }
 
   stop(): void {
@@ -251,6 +296,23 @@ export class ChatController {
   selectSession(sessionId: string): void {
     if (this.active || sessionId === this.state.sessionId) return;
     this.switchTo(sessionId);
+  }
+
+  /** 👍/👎 under the latest answer: `mnemo/feedback` on the session's latest turn. */
+  async feedback(messageId: string, useful: boolean): Promise<void> {
+    const sessionId = this.state.sessionId;
+    const message = this.state.messages.find((m) => m.id === messageId);
+    if (!sessionId || !message?.rateable || this.active || this.state.unsupported.includes(Feedback.method)) return;
+    try {
+      const result = await this.backend.request(Feedback, { sessionId, useful });
+      message.rated = useful ? "up" : "down";
+      const n = Array.isArray(result?.chunks) ? result.chunks.length : 0;
+      this.backend.log(`feedback on turn ${result?.turn}: ${useful ? "useful" : "not useful"}, ${n} memory chunk(s)`);
+    } catch (error) {
+      if (errorCode(error) === ErrorCodes.MethodNotFound) this.noteUnsupported(Feedback.method, error);
+      else this.add({ role: "error", text: this.describeError(Feedback.method, error) });
+    }
+    this.pushState();
   }
 
   async flush(): Promise<void> {

@@ -15,6 +15,10 @@ export interface ChatMessage {
   citations?: string[];
   /** true while deltas are still arriving */
   streaming?: boolean;
+  /** the session's latest answer: 👍/👎 under it send mnemo/feedback on its turn */
+  rateable?: boolean;
+  /** what the user said of it, once the server recorded it */
+  rated?: "up" | "down";
 }
 
 export interface ApprovalCard {
@@ -75,6 +79,7 @@ export type FromWebview =
   | { type: "flush" }
   | { type: "runCommand"; command: string }
   | { type: "approve"; id: string; choice: ApprovalChoice }
+  | { type: "feedback"; messageId: string; useful: boolean }
   | { type: "openCitation"; citation: Citation }
   | { type: "openLink"; href: string };
 
@@ -103,6 +108,8 @@ export function isFromWebview(value: unknown): value is FromWebview {
       return isStr(m.sessionId);
     case "approve":
       return isStr(m.id) && isStr(m.choice) && CHOICES.has(m.choice);
+    case "feedback":
+      return isStr(m.messageId) && typeof m.useful === "boolean";
     case "openCitation": {
       const c = m.citation as Record<string, unknown> | null;
       return (

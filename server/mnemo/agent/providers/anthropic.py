@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -25,6 +25,9 @@ from .base import (
     estimate_tokens,
 )
 from .sse import iter_sse, raise_for_status
+
+if TYPE_CHECKING:
+    from .auto import ChatSelection
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +66,9 @@ class AnthropicChatProvider:
         context_window: int = 0,
         timeout_s: float = 120.0,
         transport: httpx.BaseTransport | None = None,
+        selection: ChatSelection | None = None,
     ) -> None:
+        self.selection = selection
         self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
         self._model = model or DEFAULT_MODEL
         env = api_key_env or "ANTHROPIC_API_KEY"

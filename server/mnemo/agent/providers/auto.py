@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -74,9 +74,6 @@ class ChatSelection:
             how = "bundled, local llama.cpp" + ("; no loopback server answered" if self.auto else "")
         name = Path(self.model).name if self.model.startswith("/") else self.model  # llama_cpp.server's ids
         return f"chat model: {name or 'default'} ({how})"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "note": self.note, "line": self.line()}
 
 
 def _port_of(url: str) -> int | None:

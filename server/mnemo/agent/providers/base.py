@@ -5,9 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from mnemo.errors import MnemoError
+
+if TYPE_CHECKING:
+    from .auto import ChatSelection
 
 MESSAGE_OVERHEAD_TOKENS = 4
 """Tokens a chat template adds around each message (role markers, separators)."""
@@ -74,6 +77,9 @@ class ChatProvider(Protocol):
     """What the agent needs from a chat model. Implementations must be safe to call from any thread."""
 
     name: str
+    selection: ChatSelection | None
+    """How :mod:`.factory` chose this provider (said by ``mnemo chat``, status, checkhealth); None for
+    one built elsewhere (a scripted model in tests)."""
 
     @property
     def model(self) -> str: ...

@@ -50,6 +50,7 @@ def build_selected(settings: AgentSettings, cache_dir: Path, selection: ChatSele
             api_key_env=settings.api_key_env,
             context_window=settings.context_window,
             timeout_s=settings.timeout_s,
+            selection=selection,
         )
     else:
         from .local import LocalChatProvider, Sampling
@@ -71,5 +72,4 @@ def build_selected(settings: AgentSettings, cache_dir: Path, selection: ChatSele
 
 def selection_of(provider: ChatProvider) -> ChatSelection | None:
     """The selection a provider was built for (None for providers built elsewhere, e.g. in tests)."""
-    found = getattr(provider, "selection", None)
-    return found if isinstance(found, ChatSelection) else None
+    return provider.selection

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from .base import ChatMessage, ChatStream, DeltaSource, ProviderError
+
+if TYPE_CHECKING:
+    from .auto import ChatSelection
 
 Reply = str | Callable[[Sequence[ChatMessage]], str]
 
 
 class ScriptedProvider:
     name = "scripted"
+    selection: ChatSelection | None = None
 
     def __init__(
         self,

@@ -49,6 +49,8 @@ class BackgroundReplies:
     async def _run(self, message: InboundMessage, send: Callable[[GatewayReply], Awaitable[None]]) -> None:
         try:
             reply = await self.host.dispatch(message)
+            if reply.steered:  # it joined the running turn: that turn's reply answers it
+                return
             await send(reply)
             self.sent += 1
         except MnemoError as exc:

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from mnemo import wire
 from mnemo.errors import MnemoError
 
 from ..lanes import LaneFull
@@ -118,4 +119,4 @@ class WebhookChannel(Channel):
             return web.json_response({"error": str(exc)}, status=429)
         except MnemoError as exc:
             return web.json_response({"error": str(exc)}, status=500)
-        return web.json_response(reply.as_dict())
+        return web.json_response(wire.gateway_reply(reply))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from mnemo.lsp import protocol
-from mnemo.lsp.handlers import chat
+from mnemo.lsp.handlers import chat, consolidate
 from mnemo.lsp.handlers.diagnostics import open_buffers
 from mnemo.lsp.server import MnemoLanguageServer
 
@@ -93,6 +93,19 @@ def code_actions(ls: MnemoLanguageServer, params: types.CodeActionParams) -> lis
                 edit=to_workspace_edit(ls, [edit]),
             )
         )
+    if first == last:  # a memory line with near-duplicates in other files
+        found = consolidate.line_action(ls, rel, first)
+        if found is not None:
+            actions.append(found)
+    actions.append(
+        types.CodeAction(
+            title="Consolidate near-duplicate memories across files…",
+            kind=types.CodeActionKind.Source,
+            command=types.Command(
+                title="Consolidate memories", command=protocol.CMD_CONSOLIDATE, arguments=[{}]
+            ),
+        )
+    )
     actions.append(
         types.CodeAction(
             title="Commit memory changes",
@@ -107,7 +120,12 @@ def register(server: MnemoLanguageServer) -> None:
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(
-            code_action_kinds=[types.CodeActionKind.QuickFix, PROMOTE_KIND, types.CodeActionKind.Source]
+            code_action_kinds=[
+                types.CodeActionKind.QuickFix,
+                PROMOTE_KIND,
+                consolidate.KIND,
+                types.CodeActionKind.Source,
+            ]
         ),
     )
     async def code_action(ls: MnemoLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:

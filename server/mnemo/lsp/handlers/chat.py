@@ -1,7 +1,9 @@
-"""mnemo/chat (streamed as mnemo/chatDelta), sessions, /new, /reset, the memory flush and its command.
+"""mnemo/chat (streamed as mnemo/chatDelta), mnemo/steer, sessions, /new, /reset, the memory flush and
+its command.
 
 Each request is one call into :class:`mnemo.agent.Agent` on a worker thread. ``$/cancelRequest``
 cancels the handler's task; the agent's cancel event is then set, and generation stops at the next token.
+``mnemo/steer`` hands a message to the turn a ``mnemo/chat`` of the same session is running.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from mnemo import wire
 from mnemo.errors import MnemoError
 from mnemo.lsp import protocol
+from mnemo.lsp.handlers import feedback
 from mnemo.lsp.server import MnemoLanguageServer
 
 if TYPE_CHECKING:  # the agent and NumPy load on the first chat, after `initialize` is answered
@@ -80,24 +84,32 @@ def register(server: MnemoLanguageServer) -> None:
         reply = await _call(
             agent.chat, p.message, session_id, kind=p.kind, on_delta=on_delta, cancel=cancel, stop=cancel
         )
-        return dict(reply.as_dict())
+        # The transcript's implicit feedback (kept / corrected / tool), off the reply's path.
+        threading.Thread(target=feedback.harvest, args=(ls, session_id), daemon=True).start()
+        return wire.chat_reply(reply)
+
+    @server.feature(protocol.STEER)
+    async def steer(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
+        p = protocol.SteerParams.parse(params)
+        agent = await _agent(ls)
+        return {"state": await _call(agent.steer, p.session_id, p.message)}
 
     @server.feature(protocol.SESSIONS)
     async def sessions(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
         agent = await _agent(ls)
-        return {"sessions": await _call(agent.sessions)}
+        return wire.sessions(await _call(agent.sessions))
 
     @server.feature(protocol.NEW_SESSION)
     async def new_session(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
         p = protocol.SessionParams.parse(params, require_session=False)
         agent = await _agent(ls)
-        return dict(await _call(agent.new_session, p.kind, p.previous or p.session_id))
+        return wire.new_session(await _call(agent.new_session, p.kind, p.previous or p.session_id))
 
     @server.feature(protocol.RESET_SESSION)
     async def reset_session(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
         p = protocol.SessionParams.parse(params)
         agent = await _agent(ls)
-        return dict(await _call(agent.reset_session, p.session_id))
+        return wire.new_session(await _call(agent.reset_session, p.session_id))
 
     @server.feature(protocol.FLUSH)
     async def flush(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
@@ -105,7 +117,7 @@ def register(server: MnemoLanguageServer) -> None:
         agent = await _agent(ls)
         cancel = threading.Event()
         report = await _call(agent.flush, p.session_id, cancel, dry_run=p.dry_run, stop=cancel)
-        return dict(report.as_dict())
+        return wire.flush_report(report)
 
     @server.command(protocol.CMD_FLUSH)
     async def flush_command(ls: MnemoLanguageServer, *args: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
 
+from mnemo import wire
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
 
@@ -69,7 +70,7 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
                     token, types.WorkDoneProgressReport(message=f"{done}/{total} {current}", percentage=pct)
                 )
             )
-        server.post(lambda: server.protocol.notify(protocol.INDEX_STATUS, memory.status()))
+        server.post(lambda: server.protocol.notify(protocol.INDEX_STATUS, wire.index_status(memory.status())))
 
     server.index_cancel.clear()
     cancel_future = progress.tokens.get(token)
@@ -83,7 +84,7 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
             server.post(
                 lambda: progress.report(token, types.WorkDoneProgressReport(message=text, percentage=pct))
             )
-        server.post(lambda: server.protocol.notify(protocol.INDEX_STATUS, memory.status()))
+        server.post(lambda: server.protocol.notify(protocol.INDEX_STATUS, wire.index_status(memory.status())))
 
     message = "done"
     try:
@@ -94,7 +95,7 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
         )
         for path, problem in report_.problems:
             log.warning("%s: %s", path, problem)
-        server.protocol.notify(protocol.INDEX_STATUS, memory.status())
+        server.protocol.notify(protocol.INDEX_STATUS, wire.index_status(memory.status()))
         for listener in server.index_listeners:
             listener()
         if report_.chunks_pending:
@@ -107,7 +108,7 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
     finally:
         if has_progress:
             progress.end(token, types.WorkDoneProgressEnd(message=message))
-        server.protocol.notify(protocol.INDEX_STATUS, memory.status())
+        server.protocol.notify(protocol.INDEX_STATUS, wire.index_status(memory.status()))
         for listener in server.index_listeners:
             listener()
 
@@ -146,7 +147,7 @@ def register(server: MnemoLanguageServer) -> None:
 
     @server.feature(protocol.STATUS)
     async def status(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(ls.core.status)
+        return wire.server_status(await asyncio.to_thread(ls.core.status))
 
     @server.command(protocol.CMD_REINDEX)
     async def reindex(ls: MnemoLanguageServer, *args: Any) -> dict[str, Any]:
@@ -156,4 +157,4 @@ def register(server: MnemoLanguageServer) -> None:
             await asyncio.gather(ls.index_task, return_exceptions=True)
         ls.index_task = asyncio.create_task(index_in_background(ls, full=full))
         await ls.index_task
-        return await asyncio.to_thread(ls.core.memory.status)
+        return wire.index_status(await asyncio.to_thread(ls.core.memory.status))

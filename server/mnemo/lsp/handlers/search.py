@@ -7,6 +7,7 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from mnemo import wire
 from mnemo.errors import MnemoError
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
@@ -30,19 +31,20 @@ def register(server: MnemoLanguageServer) -> None:
                 min_score=p.min_score,
                 sources=p.sources,
                 filters=p.filters,
+                one_per_file=p.one_per_file,
             )
         except InvalidInput as exc:  # a bound the core checks (maxResults, filters, sources)
             raise JsonRpcInvalidParams(str(exc)) from exc
         except (MnemoError, EmbeddingError) as exc:
             raise protocol.RequestFailed(str(exc)) from exc
-        return outcome.as_dict()
+        return wire.search_outcome(outcome)
 
     @server.feature(protocol.MEMORY_GET)
     async def memory_get(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
         p = protocol.GetParams.parse(params)
         try:
             path, from_line, lines = citations.get_args(p.path, p.from_line, p.lines)  # "a.md#L3-L9"
-            return await asyncio.to_thread(ls.core.memory.get, path, from_line, lines)
+            return wire.file_lines(await asyncio.to_thread(ls.core.memory.get, path, from_line, lines))
         except (WorkspacePathError, InvalidInput) as exc:
             raise JsonRpcInvalidParams(str(exc)) from exc
         except OSError as exc:

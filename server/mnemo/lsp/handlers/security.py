@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from mnemo import wire
 from mnemo.lsp.protocol import SECURITY_AUDIT
 from mnemo.lsp.server import MnemoLanguageServer
 
@@ -18,4 +19,4 @@ def register(server: MnemoLanguageServer) -> None:
         services = ls.core
         inputs = AuditInputs(services.workspace.root, services.settings, lsp_gate(ls).audit)
         report = await asyncio.to_thread(security_audit, inputs)
-        return report.as_dict()
+        return wire.security_report(report)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from mnemo import wire
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
 from mnemo.memory import citations
@@ -27,7 +28,7 @@ async def commit(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
         raise protocol.RequestFailed(str(exc), data={"secrets": findings}) from exc
     except VcsError as exc:
         raise protocol.RequestFailed(str(exc)) from exc
-    return result.as_dict()
+    return wire.commit_result(result)
 
 
 async def history(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
@@ -42,7 +43,7 @@ async def history(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
         raise JsonRpcInvalidParams(str(exc)) from exc
     except VcsError as exc:
         raise protocol.RequestFailed(str(exc)) from exc
-    return {"path": cited.path, "line": line, "entries": [e.as_dict() for e in entries]}
+    return wire.history(cited.path, line, entries)
 
 
 def register(server: MnemoLanguageServer) -> None:
