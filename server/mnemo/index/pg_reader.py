@@ -1,0 +1,243 @@
+"""PgReader: the PostgreSQL engine's :class:`mnemo.index.api.IndexReader`, on one snapshot.
+
+Handed out by :meth:`mnemo.index.pg_indexer.PgIndexer.reading` on a pooled connection inside a
+REPEATABLE READ, READ ONLY transaction: every question sees the same committed state, and readers never
+wait for writers. Nearest neighbours use the generation's HNSW index (pgvector, cosine) with iterative
+index scans, so a query with a filter still finds ``limit`` rows; a search restricted to a list of
+chunk ids (``within``) is exact, as in the DuckDB engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, datetime
+
+import numpy as np
+import psycopg
+
+from mnemo.index import pg_terms
+from mnemo.index.api import (
+    MEMORY_FILES,
+    ChunkFilter,
+    ChunkRecord,
+    ChunkStats,
+    FileProblem,
+    IndexCounts,
+    IndexIdentity,
+    KeywordHit,
+    LastRetrieval,
+    VectorHit,
+)
+from mnemo.index.pg_schema import SCHEMA, Generation, vector_expression
+
+EXACT_WITHIN = 20_000
+"""A ``within`` list up to this long is searched exactly (by id); a longer one through the HNSW index."""
+HNSW_EF_SEARCH = 100
+_RECORD = "id, key, path, source, kind, day, start_line, end_line, heading, text"
+_KIND_SQL = {
+    "memory": "c.path = ANY(%(memory_files)s)",
+    "topic": "(c.kind = 'evergreen' AND NOT c.path = ANY(%(memory_files)s))",
+    "evergreen": "c.kind = 'evergreen'",
+    "daily": "c.kind = 'daily'",
+    "snapshot": "c.kind = 'snapshot'",
+    "skill": "c.kind = 'skill'",
+    "session": "c.kind = 'session'",
+    "archive": "c.kind = 'archive'",
+}
+
+
+def filter_condition(f: ChunkFilter) -> tuple[str, dict[str, object]]:
+    """The SQL condition of a search filter over ``chunks c LEFT JOIN file_meta m``, and its parameters."""
+    parts: list[str] = []
+    params: dict[str, object] = {"memory_files": list(MEMORY_FILES)}
+    if f.kinds:
+        parts.append("(" + " OR ".join(_KIND_SQL[k] for k in f.kinds) + ")")
+    if f.tags:
+        parts.append("coalesce(m.tags, '{}') @> %(tags)s::text[]")
+        params["tags"] = list(f.tags)
+    for name, value in (("project", f.project), ("type", f.type)):
+        if value is not None:
+            parts.append(f"lower(m.{name}) = lower(%({name})s)")
+            params[name] = value
+    if f.since is not None:
+        parts.append("coalesce(c.day, m.day) >= %(since)s")
+        params["since"] = f.since
+    if f.until is not None:
+        parts.append("coalesce(c.day, m.day) <= %(until)s")
+        params["until"] = f.until
+    return " AND ".join(parts) or "true", params
+
+
+def _record(row: tuple[object, ...], vector: object = None) -> ChunkRecord:
+    cid, key, path, source, kind, day, start, end, heading, text = row[:10]
+    embedding = np.asarray(vector, dtype=np.float32) if vector is not None else None
+    return ChunkRecord(
+        int(str(cid)), str(key), str(path), str(source), str(kind), day if isinstance(day, date) else None,
+        int(str(start)), int(str(end)), str(heading or ""), str(text), embedding=embedding,
+    )  # fmt: skip
+
+
+class PgReader:
+    """Reads of one generation through ``con`` (inside a snapshot transaction)."""
+
+    def __init__(
+        self, con: psycopg.Connection, generation: Generation, memo: pg_terms.PostingsMemo | None = None
+    ) -> None:
+        self.con = con
+        self.generation = generation
+        self.g = generation.id
+        self._memo = memo
+        self._hnsw_set = False
+        self._weights: dict[tuple[str, ...], pg_terms.QueryWeights | None] = {}
+        """Query statistics already read in this snapshot (a search asks twice: top-k, then by id)."""
+        """The process's recently used postings (:class:`mnemo.index.pg_terms.PostingsMemo`)."""
+
+    @property
+    def identity(self) -> IndexIdentity:
+        gen = self.generation
+        return IndexIdentity(gen.provider, gen.model, gen.dims, gen.chunker)
+
+    @property
+    def _with_vectors(self) -> bool:
+        return self.generation.dims > 0
+
+    # -- status -----------------------------------------------------------------------------------------
+    def counts(self) -> IndexCounts:
+        row = self.con.execute(
+            f"SELECT (SELECT count(*) FROM {SCHEMA}.files WHERE g = %(g)s), "
+            f"(SELECT docs FROM {SCHEMA}.generations WHERE id = %(g)s), "
+            f"(SELECT count(*) FROM {SCHEMA}.chunks WHERE g = %(g)s AND embedding IS NULL)",
+            {"g": self.g},
+        ).fetchone()
+        files, chunks, waiting = (int(v or 0) for v in row) if row else (0, 0, 0)
+        if not self._with_vectors:
+            return IndexCounts(files, chunks)
+        return IndexCounts(files, chunks, chunks - waiting, waiting)
+
+    def file_problems(self) -> list[FileProblem]:
+        rows = self.con.execute(
+            f"SELECT path, problem FROM {SCHEMA}.files WHERE g = %s AND problem IS NOT NULL ORDER BY path",
+            [self.g],
+        ).fetchall()
+        return [FileProblem(path, problem) for path, problem in rows]
+
+    def chunk_stats(self, path: str) -> list[ChunkStats]:
+        rows = self.con.execute(
+            "SELECT c.key, c.start_line, c.end_line, c.heading, c.day, count(r.chunk_key), "
+            "(array_agg(ROW(r.query, r.searched_at, r.vector, r.text, r.decay, r.weight, r.score, r.rank) "
+            "ORDER BY r.searched_at DESC) FILTER (WHERE r.chunk_key IS NOT NULL))[1] "
+            f"FROM {SCHEMA}.chunks c LEFT JOIN {SCHEMA}.retrievals r "
+            "ON r.namespace = %s AND r.chunk_key = c.key WHERE c.g = %s AND c.path = %s "
+            "GROUP BY c.key, c.start_line, c.end_line, c.heading, c.day ORDER BY c.start_line",
+            [self.generation.namespace, self.g, path],
+        ).fetchall()
+        return [
+            ChunkStats(key, start, end, heading or "", day, int(count), _last(last))
+            for key, start, end, heading, day, count, last in rows
+        ]
+
+    # -- chunks by id --------------------------------------------------------------------------------------
+    def records(self, ids: Sequence[int], *, with_vectors: bool = False) -> dict[int, ChunkRecord]:
+        if not ids:
+            return {}
+        vectors = with_vectors and self._with_vectors
+        select = _RECORD + (", embedding" if vectors else "")
+        rows = self.con.execute(
+            f"SELECT {select} FROM {SCHEMA}.chunks WHERE g = %s AND id = ANY(%s)", [self.g, list(ids)]
+        ).fetchall()
+        out = {}
+        for row in rows:
+            record = _record(row, row[10] if vectors else None)
+            out[record.id] = record
+        return out
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        if not ids or not self._with_vectors:
+            return {}
+        rows = self.con.execute(
+            f"SELECT id, embedding FROM {SCHEMA}.chunks WHERE g = %s AND id = ANY(%s) AND embedding IS NOT NULL",
+            [self.g, list(ids)],
+        ).fetchall()
+        return {int(cid): np.asarray(vector, dtype=np.float32) for cid, vector in rows}
+
+    def embedded_chunks(self, source: str) -> list[ChunkRecord]:
+        if not self._with_vectors:
+            return []
+        rows = self.con.execute(
+            f"SELECT {_RECORD}, embedding FROM {SCHEMA}.chunks WHERE g = %s AND source = %s "
+            "AND embedding IS NOT NULL ORDER BY path, start_line",
+            [self.g, source],
+        ).fetchall()
+        return [_record(row, row[10]) for row in rows]
+
+    # -- candidates -----------------------------------------------------------------------------------------
+    def nearest(
+        self, vector: np.ndarray, limit: int, *, within: Sequence[int] | None = None
+    ) -> list[VectorHit]:
+        if not self._with_vectors or (within is not None and not within):
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        if within is not None and len(within) <= EXACT_WITHIN:
+            rows = self.con.execute(  # exact: the ids' rows by primary key, no index on the distance
+                f"SELECT id, embedding <=> %s AS d FROM {SCHEMA}.chunks WHERE g = %s AND id = ANY(%s) "
+                "AND embedding IS NOT NULL ORDER BY d, id LIMIT %s",
+                [query, self.g, list(within), int(limit)],
+            ).fetchall()
+            return [VectorHit(int(cid), float(d)) for cid, d in rows]
+        expr = vector_expression(self.generation.dims)
+        if not self._hnsw_set:  # once per snapshot (one round trip)
+            self.con.execute(
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                "set_config('hnsw.ef_search', %s, true)",
+                [str(max(HNSW_EF_SEARCH, int(limit)))],
+            )
+            self._hnsw_set = True
+        where = "AND id = ANY(%(within)s)" if within is not None else ""
+        # The generation inlined: its partial HNSW index must match at planning. No "embedding IS NOT
+        # NULL" here: statistics taken while vectors were pending would steer the planner off the index
+        # (the index holds no NULL; without it, pending chunks sort last and are dropped below).
+        rows = self.con.execute(
+            f"SELECT id, d FROM (SELECT id, {expr} <=> %(q)s::vector AS d FROM {SCHEMA}.chunks "
+            f"WHERE g = {int(self.g)} {where} ORDER BY d LIMIT %(limit)s) x ORDER BY d, id",
+            {"q": query, "within": list(within or ()), "limit": int(limit)},
+        ).fetchall()
+        return [VectorHit(int(cid), float(d)) for cid, d in rows if d is not None]
+
+    def keyword_top(
+        self, terms: Sequence[str], limit: int, *, within: Sequence[int] | None = None
+    ) -> list[KeywordHit]:
+        found = pg_terms.search(
+            self.con, self.g, terms, limit=limit, only_ids=within, memo=self._memo, known=self._weights
+        )
+        return found[:limit]
+
+    def keyword_scores(self, terms: Sequence[str], ids: Sequence[int]) -> list[KeywordHit]:
+        return pg_terms.search(
+            self.con, self.g, terms, limit=len(ids), only_ids=ids, memo=self._memo, known=self._weights
+        )
+
+    def allowed_ids(self, chunk_filter: ChunkFilter) -> list[int]:
+        condition, params = filter_condition(chunk_filter)
+        params["g"] = self.g
+        sql = (
+            f"SELECT c.id FROM {SCHEMA}.chunks c LEFT JOIN {SCHEMA}.file_meta m ON m.g = c.g AND m.path = c.path "
+            f"WHERE c.g = %(g)s AND {condition}"
+        )
+        return [int(row[0]) for row in self.con.execute(sql, params).fetchall()]
+
+
+def _last(last: tuple[object, ...] | None) -> LastRetrieval | None:
+    """The latest retrieval, from the anonymous record PostgreSQL returns (its fields as text)."""
+    if last is None:
+        return None
+    query, when, vector, text, decay, weight, score, rank = (None if v is None else str(v) for v in last)
+    return LastRetrieval(
+        str(query),
+        datetime.fromisoformat(str(when)),
+        None if vector is None else float(vector),
+        float(str(text)),
+        float(str(decay)),
+        float(str(weight)),
+        float(str(score)),
+        int(str(rank)),
+    )

@@ -1,0 +1,144 @@
+"""What one machine writes to the shared PostgreSQL index: the files that changed on its own disk.
+
+Every machine indexes its own checkout of the shared repository, and checkouts differ in mtimes and,
+between two pulls, in content. So the database keeps content hashes (the truth of what is indexed) and
+each machine keeps its own stat cache (``<index dir>/pg-<hash>.json``: path -> mtime, size,
+digest as last seen *on this disk*, for one generation):
+
+- a file unchanged on this disk since this machine last saw it is not read again, even when the
+  database holds another machine's newer version of it (that machine has pulled; this one has not);
+- a changed file is read and hashed; when the database already has that content (another machine
+  indexed the same commit) nothing is written;
+- a file removed from this disk is deleted from the database only when the database still holds the
+  version this machine saw (a newer one written elsewhere is left alone);
+- a file this machine never had (added elsewhere, not pulled yet) is left alone.
+
+The cache is tied to the live generation's id: after a rebuild (here or on another machine) it starts
+empty, and every file is read and compared with the database again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from mnemo.index import file_meta
+from mnemo.index.api import ChunkRow, FileMeta
+from mnemo.index.indexer import embedding_input
+from mnemo.index.sources import SourceText
+from mnemo.markdown.chunker import chunk_markdown
+from mnemo.markdown.frontmatter import parse_front_matter
+from mnemo.text.terms import terms_string
+from mnemo.workspace.layout import FileKind, MemoryFile, Workspace
+
+
+@dataclass(frozen=True)
+class Seen:
+    mtime: float
+    size: int
+    digest: str
+
+
+class StatCache:
+    """This machine's view of its own files, for one generation of one namespace."""
+
+    def __init__(self, path: Path, generation: int) -> None:
+        self.path = path
+        self.generation = generation
+        self.files: dict[str, Seen] = {}
+        self._dirty = False
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("generation") == generation:
+                self.files = {p: Seen(float(m), int(s), str(d)) for p, (m, s, d) in data["files"].items()}
+
+    def unchanged(self, rel: str, stat: os.stat_result) -> bool:
+        seen = self.files.get(rel)
+        return seen is not None and seen.mtime == stat.st_mtime and seen.size == stat.st_size
+
+    def saw(self, rel: str, mtime: float, size: int, digest: str) -> None:
+        self.files[rel] = Seen(mtime, size, digest)
+        self._dirty = True
+
+    def forget(self, rel: str) -> None:
+        if self.files.pop(rel, None) is not None:
+            self._dirty = True
+
+    def count_changed(self, workspace: Workspace) -> int:
+        """Files added, changed or removed on this disk since this machine last saw them."""
+        on_disk = {memory_file.path: stat for memory_file, stat in workspace.scan()}
+        changed = sum(not self.unchanged(rel, stat) for rel, stat in on_disk.items())
+        return changed + len(set(self.files) - set(on_disk))
+
+    def save(self) -> None:
+        """Write the cache atomically (a lost cache only means files are read and compared again)."""
+        if not self._dirty:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        data = {
+            "generation": self.generation,
+            "files": {p: [s.mtime, s.size, s.digest] for p, s in self.files.items()},
+        }
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, self.path)
+        self._dirty = False
+
+
+def cache_path(index_dir: Path, namespace: str, database: str) -> Path:
+    """This machine's stat cache for ``namespace`` in ``database`` (host, port and name: never a password)."""
+    digest = hashlib.sha256(f"{database}\n{namespace}".encode()).hexdigest()[:12]
+    return index_dir / f"pg-{digest}.json"
+
+
+@dataclass(frozen=True)
+class PreparedFile:
+    """One file's chunks and metadata, ready to be written (vectors are looked up afterwards)."""
+
+    memory_file: MemoryFile
+    source: SourceText
+    problem: str | None
+    rows: list[ChunkRow]
+    inputs: list[str]
+    """What the model embeds for each row (heading path and text)."""
+    meta: FileMeta
+
+
+def prepare(memory_file: MemoryFile, source: SourceText, target_tokens: int, overlap: float) -> PreparedFile:
+    """Chunk a file's text into rows (the same chunks, keys and terms as the DuckDB engine)."""
+    problem = source.problem
+    if source.text is not None and memory_file.kind is not FileKind.SESSION:
+        front_matter_problem = parse_front_matter(source.text).problem
+        if front_matter_problem:
+            problem = "; ".join(filter(None, [problem, f"front matter: {front_matter_problem}"]))
+    chunks = (
+        []
+        if source.text is None
+        else chunk_markdown(memory_file.path, source.text, target_tokens=target_tokens, overlap=overlap)
+    )
+    day = memory_file.day.isoformat() if memory_file.day else None
+    inputs = [embedding_input(c) for c in chunks]
+    rows = [
+        ChunkRow(
+            key=c.key,
+            path=memory_file.path,
+            source=memory_file.source,
+            kind=memory_file.kind.value,
+            day=day,
+            start_line=c.start_line,
+            end_line=c.end_line,
+            heading=" > ".join(c.heading_path),
+            text=c.text,
+            terms=terms_string(text),
+            hash=c.content_hash,
+        )
+        for c, text in zip(chunks, inputs, strict=True)
+    ]
+    meta = file_meta.extract(source.text, front_matter=memory_file.kind is not FileKind.SESSION)
+    return PreparedFile(
+        memory_file, source, problem, rows, inputs, FileMeta(meta.tags, meta.project, meta.type, meta.day)
+    )

@@ -1,0 +1,114 @@
+"""Helpers for the PostgreSQL tests: an embeddings endpoint for server processes, and the index's invariants."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import psycopg
+
+from tests.conftest import HashEmbedder
+
+DIMS = 32
+
+
+@contextmanager
+def hash_embeddings_endpoint(dims: int = DIMS) -> Iterator[str]:
+    """An OpenAI-compatible ``/v1/embeddings`` on loopback answering HashEmbedder vectors, so that the
+    real CLI and LSP server processes search in hybrid mode without a model. Yields its base URL."""
+    embedder = HashEmbedder(dims=dims)
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            payload = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+            with lock:
+                vectors = embedder.embed(list(payload["input"]))
+            body = json.dumps(
+                {"data": [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]}
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def embedding_toml(url: str) -> str:
+    return f'[embedding]\nprovider = "openai"\nendpoint = "{url}"\nmodel = "hash"\napi_key_env = ""\n'
+
+
+def _one(con: psycopg.Connection, sql: str, params: list[object]) -> Any:
+    row = con.execute(sql, params).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    return row[0]
+
+
+def check_pg_consistent(dsn: str, namespace: str) -> dict[str, int]:
+    """Assert the invariants of a namespace's live generation and return its counts: every chunk's file
+    is indexed with that many chunks, no chunk twice, postings exactly the chunks' terms (tf summing to
+    each chunk's length), document frequencies and totals equal to what the rows say."""
+    with psycopg.connect(dsn, autocommit=True) as con:
+        g = _one(con, "SELECT id FROM mnemo.generations WHERE namespace = %s AND live", [namespace])
+        assert _one(con, "SELECT count(*) FROM mnemo.generations WHERE namespace = %s", [namespace]) == 1
+        files = dict(con.execute("SELECT path, chunks FROM mnemo.files WHERE g = %s", [g]).fetchall())
+        per_file = dict(
+            con.execute("SELECT path, count(*) FROM mnemo.chunks WHERE g = %s GROUP BY path", [g]).fetchall()
+        )
+        assert set(per_file) <= set(files), "chunks whose file is not indexed"
+        for path, n in files.items():
+            assert per_file.get(path, 0) == n, f"{path}: files.chunks={n}, {per_file.get(path, 0)} chunk rows"
+        duplicated = _one(
+            con,
+            "SELECT count(*) FROM (SELECT path, key, start_line FROM mnemo.chunks WHERE g = %s "
+            "GROUP BY 1, 2, 3 HAVING count(*) > 1) d",
+            [g],
+        )
+        assert duplicated == 0, "a chunk indexed twice"
+        wrong_postings = _one(
+            con,
+            "SELECT count(*) FROM (SELECT c.id, t FROM mnemo.chunks c, unnest(tsvector_to_array(c.tsv)) t "
+            "WHERE c.g = %(g)s) a FULL JOIN (SELECT chunk_id, term FROM mnemo.postings WHERE g = %(g)s) p "
+            "ON p.chunk_id = a.id AND p.term = a.t WHERE p.chunk_id IS NULL OR a.id IS NULL",
+            {"g": g},
+        )
+        assert wrong_postings == 0, "postings differ from the chunks' terms"
+        bad_len = _one(
+            con,
+            "SELECT count(*) FROM mnemo.chunks c JOIN (SELECT chunk_id, sum(tf) AS n FROM mnemo.postings "
+            "WHERE g = %s GROUP BY chunk_id) p ON p.chunk_id = c.id WHERE p.n <> c.len",
+            [g],
+        )
+        assert bad_len == 0, "a chunk's term frequencies do not add up to its length"
+        bad_df = _one(
+            con,
+            "SELECT count(*) FROM mnemo.terms t FULL JOIN (SELECT term, count(*) AS n FROM mnemo.postings "
+            "WHERE g = %(g)s GROUP BY term) p ON p.term = t.term AND t.g = %(g)s "
+            "WHERE (t.g = %(g)s OR t.g IS NULL) AND coalesce(t.df, 0) <> coalesce(p.n, 0)",
+            {"g": g},
+        )
+        assert bad_df == 0, "document frequencies differ from the postings"
+        docs, total = con.execute(
+            "SELECT docs, total_len FROM mnemo.generations WHERE id = %s", [g]
+        ).fetchone() or (0, 0)
+        chunks, length = con.execute(
+            "SELECT count(*), coalesce(sum(len), 0) FROM mnemo.chunks WHERE g = %s", [g]
+        ).fetchone() or (0, 0)
+        assert (docs, total) == (chunks, length), "the generation's totals differ from its chunks"
+        return {"files": len(files), "chunks": int(chunks)}
