@@ -30,7 +30,15 @@ ANYONE = frozenset({"auth.challenge", "auth.login", "health"})
 PERMISSIONS: dict[str, frozenset[str]] = {
     "guest": ANYONE | {"whoami", "chat.send"},
     "user": ANYONE
-    | {"whoami", "chat.send", "chat.history", "chat.feedback", "sessions.list", "memory.search", "memory.get"},
+    | {
+        "whoami",
+        "chat.send",
+        "chat.history",
+        "chat.feedback",
+        "sessions.list",
+        "memory.search",
+        "memory.get",
+    },
     "admin": ANYONE
     | {
         "whoami",
