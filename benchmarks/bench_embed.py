@@ -48,7 +48,7 @@ def loadavg() -> float:
 
 
 def chunk_inputs(files: dict[str, str]) -> list[str]:
-    from mnemo.index.indexer import embedding_input
+    from mnemo.index.file_rows import embedding_input
     from mnemo.markdown.chunker import chunk_markdown
 
     return [embedding_input(c) for rel in sorted(files) for c in chunk_markdown(rel, files[rel])]

@@ -85,7 +85,7 @@ def dir_size(path: Path) -> int:
 
 def child(args: argparse.Namespace) -> int:
     """Measure one workspace (already written by the parent); print one JSON object."""
-    from mnemo.index.indexer import embedding_input
+    from mnemo.index.file_rows import embedding_input
     from mnemo.markdown.chunker import chunk_markdown
     from mnemo.services import build_services
 

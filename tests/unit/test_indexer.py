@@ -111,7 +111,7 @@ def test_mtime_only_change_does_not_rechunk(sample_workspace: Path, services_fac
     path = sample_workspace / "memory" / "gardening.md"
     st = path.stat()
     os.utime(path, (st.st_atime + 100, st.st_mtime + 100))
-    import mnemo.index.indexer as indexer_module
+    import mnemo.index.file_rows as indexer_module  # where a file is chunked
 
     def no_chunking(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise AssertionError("an mtime-only change must not re-chunk")

@@ -25,8 +25,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
 
 import duckdb
 import numpy as np
@@ -35,52 +33,15 @@ from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
 from mnemo.errors import IndexBusy, SearchCancelled
 from mnemo.index import file_meta, opening, pending, repair
+from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen, embedding_input, write_file
 from mnemo.index.identity import INDEX_FILE, chunker_id
 from mnemo.index.reader import DuckReader
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
-from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
-from mnemo.markdown.chunker import Chunk, chunk_markdown
-from mnemo.markdown.frontmatter import parse_front_matter
-from mnemo.text.terms import terms_string
+from mnemo.index.store import ChunkStore, IndexIdentity
+from mnemo.markdown.chunker import Chunk
 from mnemo.workspace.layout import FileKind, MemoryFile, Workspace
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[int, int, str], None]
-"""(files done, files total, current path)."""
-
-
-Replace = Literal["none", "chunker", "any"]
-"""Which foreign index a sync replaces (see the module's docstring)."""
-
-VectorsWhen = Literal["now", "later"]
-"""When a sync embeds the chunks it wrote without a vector: ``now`` (before it returns, after the
-keyword side is committed) or ``later`` (someone else embeds them: :meth:`Indexer.embed_step`)."""
-
-
-@dataclass
-class SyncReport:
-    files_seen: int = 0
-    files_indexed: int = 0
-    files_removed: int = 0
-    chunks_embedded: int = 0
-    chunks_reused: int = 0
-    rebuilt: bool = False
-    seconds: float = 0.0
-    files_stale: int = 0
-    """Files changed on disk but not indexed: the open index was built for another model or chunker."""
-    chunks_pending: int = 0
-    """Chunks left without a vector when the sync returned (embedded later; searched by keyword)."""
-    keyword_seconds: float = 0.0
-    """When the keyword side was committed (searchable), seconds from the start."""
-    problems: list[tuple[str, str]] = field(default_factory=list)
-
-
-def embedding_input(chunk: Chunk) -> str:
-    """What the model sees: the heading path gives a chunk its context."""
-    if chunk.heading_path:
-        return " > ".join(chunk.heading_path) + "\n" + chunk.text
-    return chunk.text
 
 
 class Indexer:
@@ -413,80 +374,9 @@ class Indexer:
         live: bool,
         embed: bool = False,
     ) -> None:
-        """Write one file's chunks; new chunks whose vector is not cached are embedded when ``embed``,
-        else written pending (a sync commits the keyword side first)."""
-        problem = source.problem
-        if source.text is not None and memory_file.kind is not FileKind.SESSION:
-            front_matter_problem = parse_front_matter(source.text).problem
-            if front_matter_problem:
-                problem = "; ".join(filter(None, [problem, f"front matter: {front_matter_problem}"]))
-        if problem:
-            report.problems.append((memory_file.path, problem))
-            log.warning("%s: %s", memory_file.path, problem)
-        chunks = (
-            []
-            if source.text is None
-            else chunk_markdown(
-                memory_file.path,
-                source.text,
-                target_tokens=self.chunking.target_tokens,
-                overlap=self.chunking.overlap,
-            )
-        )
-        existing = store.chunk_keys(memory_file.path) if live else {}
-        kept: list[tuple[int, Chunk]] = []
-        new: list[Chunk] = []
-        for chunk in chunks:
-            found = existing.pop(chunk.key, None)
-            if found is not None and (found.has_vector or store.identity.dims == 0 or not embed):
-                kept.append((found.id, chunk))  # a pending chunk stays pending unless embedding now
-            else:
-                if found is not None:
-                    existing[chunk.key] = found
-                new.append(chunk)
-        vectors = self._vectors(store, new, report, embed=embed)
-        day = memory_file.day.isoformat() if memory_file.day else None
-        rows = [
-            ChunkRow(
-                key=c.key,
-                path=memory_file.path,
-                source=memory_file.source,
-                kind=memory_file.kind.value,
-                day=day,
-                start_line=c.start_line,
-                end_line=c.end_line,
-                heading=" > ".join(c.heading_path),
-                text=c.text,
-                terms=terms_string(embedding_input(c)),
-                hash=c.content_hash,
-            )
-            for c in new
-        ]
-        file_row = (
-            memory_file.path,
-            memory_file.kind.value,
-            memory_file.source,
-            day,
-            source.digest,
-            mtime,
-            size,
-            len(chunks),
-            problem,
-        )
-        matrix, waiting = (vectors.matrix, vectors.pending) if vectors is not None else (None, [])
-        meta = file_meta.extract(source.text, front_matter=memory_file.kind is not FileKind.SESSION)
-        if not live:  # a building index: no old chunks; written in batches by flush_staged
-            store.stage_file(rows, matrix, file_row, waiting, meta)
-            report.files_indexed += 1
-            return
-        with store.transaction():
-            store.delete_chunks([slot.id for slot in existing.values()])
-            store.move_chunks([(cid, chunk.start_line, chunk.end_line) for cid, chunk in kept])
-            store.insert_chunks(rows, matrix, live=live, pending=waiting)
-            store.upsert_file(*file_row)
-            store.write_meta(memory_file.path, meta)
-        report.files_indexed += 1
-        report.chunks_reused += len(kept)
+        """Write one file (:func:`mnemo.index.file_rows.write_file`), embedding new chunks when ``embed``."""
+        write_file(store, memory_file, source, (mtime, size), report, self.chunking, live=live, embed=embed,
+                   vectors_for=lambda new: self._vectors(store, new, report, embed=embed))  # fmt: skip
 
     def _vectors(
         self, store: ChunkStore, chunks: Sequence[Chunk], report: SyncReport, *, embed: bool

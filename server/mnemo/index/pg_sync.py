@@ -28,11 +28,9 @@ from pathlib import Path
 
 from mnemo.index import file_meta
 from mnemo.index.api import ChunkRow, FileMeta
-from mnemo.index.indexer import embedding_input
+from mnemo.index.file_rows import chunk_rows, embedding_input, file_problem
 from mnemo.index.sources import SourceText
 from mnemo.markdown.chunker import chunk_markdown
-from mnemo.markdown.frontmatter import parse_front_matter
-from mnemo.text.terms import terms_string
 from mnemo.workspace.layout import FileKind, MemoryFile, Workspace
 
 
@@ -110,34 +108,14 @@ class PreparedFile:
 
 def prepare(memory_file: MemoryFile, source: SourceText, target_tokens: int, overlap: float) -> PreparedFile:
     """Chunk a file's text into rows (the same chunks, keys and terms as the DuckDB engine)."""
-    problem = source.problem
-    if source.text is not None and memory_file.kind is not FileKind.SESSION:
-        front_matter_problem = parse_front_matter(source.text).problem
-        if front_matter_problem:
-            problem = "; ".join(filter(None, [problem, f"front matter: {front_matter_problem}"]))
+    problem = file_problem(memory_file, source)
     chunks = (
         []
         if source.text is None
         else chunk_markdown(memory_file.path, source.text, target_tokens=target_tokens, overlap=overlap)
     )
-    day = memory_file.day.isoformat() if memory_file.day else None
+    rows = chunk_rows(memory_file, chunks)
     inputs = [embedding_input(c) for c in chunks]
-    rows = [
-        ChunkRow(
-            key=c.key,
-            path=memory_file.path,
-            source=memory_file.source,
-            kind=memory_file.kind.value,
-            day=day,
-            start_line=c.start_line,
-            end_line=c.end_line,
-            heading=" > ".join(c.heading_path),
-            text=c.text,
-            terms=terms_string(text),
-            hash=c.content_hash,
-        )
-        for c, text in zip(chunks, inputs, strict=True)
-    ]
     meta = file_meta.extract(source.text, front_matter=memory_file.kind is not FileKind.SESSION)
     return PreparedFile(
         memory_file, source, problem, rows, inputs, FileMeta(meta.tags, meta.project, meta.type, meta.day)

@@ -127,6 +127,7 @@ def query_weights(con: psycopg.Connection, generation: int, terms: Sequence[str]
     return QueryWeights(idf, total, avgdl, int(rows[0][4]))
 
 
+DENSE_SPAN_FACTOR = 8
 SQL_SCORED_IDS = 2_000
 """``only_ids`` up to this many are scored in SQL (their postings by key); more, like a top-k, in NumPy."""
 
@@ -165,9 +166,9 @@ class PostingsMemo:
     Searches share most of their words ("the", a project's name), and a common word's postings run to
     tens of thousands of rows: kept here, a repeated word costs nothing until a write changes the
     generation's postings (any write: the version is per generation). At most ``capacity`` postings
-    are kept, the least recently used dropped first."""
+    are kept (16 bytes each: 8 million, ~130 MB), the least recently used dropped first."""
 
-    def __init__(self, capacity: int = 2_000_000) -> None:
+    def __init__(self, capacity: int = 8_000_000) -> None:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._items: OrderedDict[tuple[int, str], tuple[int, Postings]] = OrderedDict()
@@ -183,7 +184,7 @@ class PostingsMemo:
 
     def put(self, generation: int, version: int, term: str, postings: Postings) -> None:
         size = len(postings[0])
-        if size > self.capacity // 4:
+        if size > self.capacity // 2:
             return  # one huge list would push out everything else
         with self._lock:
             old = self._items.pop((generation, term), None)
@@ -239,6 +240,24 @@ def _scored_sql() -> str:
     )
 
 
+def _per_chunk(
+    ids: np.ndarray, bm25: np.ndarray, per_posting: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(chunk ids, BM25, covered IDF) summed per chunk. A generation's chunk ids are dense, so a
+    counting array indexed by id does it without sorting the postings (10x faster than ``np.unique``
+    on a million postings); ids spread wider than that fall back to sorting."""
+    lo = int(ids.min())
+    span = int(ids.max()) - lo + 1
+    if span > max(DENSE_SPAN_FACTOR * len(ids), 1 << 20):
+        unique, inverse = np.unique(ids, return_inverse=True)
+        return unique, np.bincount(inverse, weights=bm25), np.bincount(inverse, weights=per_posting)
+    at = ids - lo
+    scores = np.bincount(at, weights=bm25, minlength=span)
+    covered = np.bincount(at, weights=per_posting, minlength=span)
+    present = np.flatnonzero(covered > 0)  # every IDF is > 0
+    return present + lo, scores[present], covered[present]
+
+
 def _score(
     weights: QueryWeights,
     postings: dict[str, Postings],
@@ -254,9 +273,7 @@ def _score(
     length = np.concatenate([p[2] for p, _ in parts]).astype(np.float64)
     per_posting = np.concatenate([np.full(len(p[0]), idf) for p, idf in parts])
     bm25 = per_posting * tfs * (K1 + 1) / (tfs + K1 * (1 - B + B * length / weights.avgdl))
-    unique, inverse = np.unique(ids, return_inverse=True)
-    scores = np.bincount(inverse, weights=bm25)
-    covered = np.bincount(inverse, weights=per_posting)
+    unique, scores, covered = _per_chunk(ids, bm25, per_posting)
     if only_ids is not None:
         pick = np.isin(unique, np.asarray(list(only_ids), np.int64))
         unique, scores, covered = unique[pick], scores[pick], covered[pick]
