@@ -169,6 +169,7 @@ SCRIPTS = [
     "test_chat_approval.lua",
     "test_chat_steer.lua",
     "test_session.lua",
+    "test_archive.lua",
     "test_commit.lua",  # last: it commits the workspace
 ]
 
@@ -275,6 +276,10 @@ def test_typing_while_a_turn_runs_steers_it(
 
 def test_new_session_and_flush(suite: dict[str, dict[str, Any]]) -> None:
     check(suite, "test_session.lua")
+
+
+def test_archive_command(suite: dict[str, dict[str, Any]]) -> None:
+    check(suite, "test_archive.lua")
 
 
 def test_commit(suite: dict[str, dict[str, Any]]) -> None:

@@ -1,6 +1,7 @@
 """`mnemo chat`, `mnemo flush` and `mnemo sessions` as real processes, against a scripted
 OpenAI-compatible endpoint on loopback (no model): session ids you can find, continue and flush,
-the interactive mode read from a pipe, and Ctrl-C stopping a reply but not the chat."""
+the interactive mode read from a pipe, Ctrl-C stopping a reply but not the chat, and a line typed
+while a reply streams steering it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 from tests.fake_chat_endpoint import Endpoint, agent_toml, chat_endpoint
 
 FACT = "Remember this: the deploy runs on Fridays after the release review."
+STEER = "be brief from now on"
 STORY = " ".join(f"w{i}" for i in range(400))  # long, and never repeats itself
 
 
@@ -30,6 +32,8 @@ def reply(messages: list[dict[str, Any]]) -> tuple[str, str]:
         return "- The deploy runs on Fridays after the release review.\n- What day is the deploy?", "stop"
     if "story" in last:
         return STORY, "stop"
+    if STEER in last:
+        return "Brief.", "stop"
     return "Noted.", "stop"
 
 
@@ -160,3 +164,48 @@ def test_one_message_into_a_pipe_prints_the_kept_text_once(ws: Path, endpoint: E
     (sid,) = session_lines(done.stderr)
     (answer,) = [e for e in events(ws, sid) if e["type"] == "assistant"]
     assert answer["text"] and done.stdout.strip() == answer["text"].strip()
+
+
+def test_a_line_typed_while_a_reply_streams_steers_it(ws: Path, endpoint: Endpoint) -> None:
+    endpoint.delay_s = 0.01  # 400 words: 4 s of streaming to type into
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mnemo", "chat", "--no-sync", "--steer", "-w", str(ws)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.extend(iter(lambda: proc.stdout.read(1), "")), daemon=True)
+    reader.start()
+
+    def wait_for(text: str) -> None:
+        deadline = time.monotonic() + 60
+        while text not in "".join(out) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert text in "".join(out), f"never saw {text!r} in {''.join(out)[-200:]!r}"
+
+    try:
+        proc.stdin.write("tell me a story\n")
+        proc.stdin.flush()
+        wait_for("w5 ")
+        proc.stdin.write(f"{STEER}\n")  # while the story streams
+        proc.stdin.flush()
+        wait_for("Brief.")
+        proc.stdin.write("/quit\n")
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = proc.stderr.read()
+    reader.join(5)
+    text = "".join(out)
+    assert f"(steering) {STEER}" in stderr
+    assert text.index("w399") < text.index("Brief.")  # the story was not stopped; the steering answered next
+    steered = [r for r in endpoint.requests if STEER in str(r["messages"][-1].get("content", ""))]
+    assert steered, "the model never saw the steering line"
+    (sid,) = session_lines(stderr)
+    users = [e for e in events(ws, sid) if e["type"] == "user"]
+    assert [e["text"] for e in users] == ["tell me a story", STEER]
+    assert users[1].get("steering") is True and not users[0].get("steering")

@@ -1,5 +1,6 @@
 /** The palette commands. Each is one request to the server and a way to show its answer. */
 import * as vscode from "vscode";
+import { archiveSessions } from "./archive";
 import type { MnemoClient } from "./client";
 import type { ChatController } from "./chat/controller";
 import { describeFlush, errorCode, errorMessage } from "./chat/controller";
@@ -161,6 +162,27 @@ async function showStatus(client: MnemoClient): Promise<void> {
   }
 }
 
+async function archive(client: MnemoClient): Promise<void> {
+  await archiveSessions(client, {
+    askMonth: (validate) =>
+      Promise.resolve(
+        vscode.window.showInputBox({
+          title: "mnemo: archive sessions",
+          prompt: "A finished month YYYY-MM (written again), or empty for every finished month not archived yet",
+          placeHolder: "2026-10",
+          validateInput: validate,
+        }),
+      ),
+    info: (summary, details) => {
+      client.output.appendLine([summary, ...details.map((d) => `  ${d}`)].join("\n"));
+      void vscode.window.showInformationMessage(summary, ...(details.length ? ["Show details"] : [])).then((pick) => {
+        if (pick === "Show details") client.output.show();
+      });
+    },
+    error: (method, error) => void vscode.window.showErrorMessage(failure(method, error)),
+  });
+}
+
 export function registerCommands(client: MnemoClient, chat: ChatController, view: ChatViewProvider): vscode.Disposable[] {
   return [
     vscode.commands.registerCommand("mnemo.searchMemory", () => searchMemory(client)),
@@ -173,6 +195,7 @@ export function registerCommands(client: MnemoClient, chat: ChatController, view
     vscode.commands.registerCommand("mnemo.openChat", () => view.reveal()),
     vscode.commands.registerCommand("mnemo.runCommand", () => runCommand(chat, view)),
     vscode.commands.registerCommand("mnemo.showStatus", () => showStatus(client)),
+    vscode.commands.registerCommand("mnemo.archive", () => archive(client)),
     vscode.commands.registerCommand("mnemo.restartServer", () => client.restart()),
   ];
 }

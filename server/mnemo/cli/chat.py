@@ -6,8 +6,10 @@ import argparse
 import atexit
 import contextlib
 import json
+import queue
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -16,7 +18,10 @@ from mnemo import wire
 from mnemo.errors import MnemoError
 from mnemo.workspace.layout import WORKSPACE_DIR
 
-HELP = "commands: /new  /reset  /flush  /quit   (Ctrl-C stops a reply, not the chat; Ctrl-D quits)"
+HELP = (
+    "commands: /new  /reset  /flush  /quit   (Ctrl-C stops a reply, not the chat; Ctrl-D quits;"
+    " a line typed while a reply streams steers it)"
+)
 
 
 def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -33,6 +38,11 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
     )
     p.add_argument("--json", action="store_true", help="with -m: print the whole reply as JSON, no streaming")
     p.add_argument("--no-sync", action="store_true", help="do not update the memory index first")
+    p.add_argument(
+        "--steer",
+        action="store_true",
+        help="lines read while a reply streams steer it (default when stdin is a terminal)",
+    )
     p.set_defaults(run=run_chat)
 
     p = sub.add_parser("flush", help="save a session's durable memories to today's daily note now")
@@ -68,9 +78,10 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _run_cancellable(work: Callable[[threading.Event], Any]) -> Any:
+def _run_cancellable(work: Callable[[threading.Event], Any], poll: Callable[[], None] | None = None) -> Any:
     """Run ``work(cancel)`` on a worker thread; Ctrl-C sets ``cancel`` (the turn stops at its next
-    token) instead of interrupting the program. Returns what ``work`` returned, or raises what it raised."""
+    token) instead of interrupting the program; ``poll`` is called every 50 ms meanwhile (steering).
+    Returns what ``work`` returned, or raises what it raised."""
     cancel = threading.Event()
     done = threading.Event()  # not Thread.join: a join interrupted by Ctrl-C can misreport the thread
     box: dict[str, Any] = {}
@@ -87,6 +98,8 @@ def _run_cancellable(work: Callable[[threading.Event], Any]) -> Any:
     while not done.is_set():
         try:
             done.wait(0.05)
+            if poll is not None:
+                poll()
         except KeyboardInterrupt:
             if not cancel.is_set():
                 cancel.set()
@@ -96,7 +109,15 @@ def _run_cancellable(work: Callable[[threading.Event], Any]) -> Any:
     return box.get("value")
 
 
-def _turn(agent: Any, message: str, session_id: str, kind: str, *, live: bool = True) -> Any:
+def _turn(
+    agent: Any,
+    message: str,
+    session_id: str,
+    kind: str,
+    *,
+    live: bool = True,
+    poll: Callable[[], None] | None = None,
+) -> Any:
     """One chat turn, streamed (``live``) or its final text printed once (``mnemo chat -m`` into a
     pipe: what a script reads is what was kept); citations, notes and the finish on stderr. When the
     kept text differs from what streamed (a trimmed loop, the memory line grounding quoted first), it
@@ -109,7 +130,8 @@ def _turn(agent: Any, message: str, session_id: str, kind: str, *, live: bool = 
             _say(delta)
 
     reply = _run_cancellable(
-        lambda cancel: agent.chat(message, session_id, kind=kind, on_delta=on_delta, cancel=cancel)
+        lambda cancel: agent.chat(message, session_id, kind=kind, on_delta=on_delta, cancel=cancel),
+        poll,
     )
     if not live:
         _say(reply.text)
@@ -167,7 +189,7 @@ def run_chat(args: argparse.Namespace) -> int:
             return _one_message(agent, args, session_id, kind)
         _history(args.workspace.resolve())
         _err(f"session: {session_id} ({kind}); {HELP}")
-        return _interactive(agent, session_id, kind)
+        return _interactive(agent, session_id, kind, steer=args.steer or sys.stdin.isatty())
     finally:
         services.close()
 
@@ -192,25 +214,121 @@ def _one_message(agent: Any, args: argparse.Namespace, session_id: str, kind: st
     return 130 if reply.finish_reason == "cancelled" else 0
 
 
-def _interactive(agent: Any, session_id: str, kind: str) -> int:
-    prompt = "> " if sys.stdin.isatty() else ""
+class _Lines:
+    """Reads stdin on a thread. With ``read_ahead`` (steering) a line typed while a reply streams
+    arrives at once; without, a line is read only when the chat asks for one (a pipe's lines stay
+    turns). ``None`` is the end of input."""
+
+    def __init__(self, prompt: str, read_ahead: bool) -> None:
+        self.prompt = prompt
+        self.read_ahead = read_ahead
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.idle = threading.Event()  # no turn runs: the prompt is shown
+        self.wanted = threading.Event()  # the chat asks for a line (without read_ahead)
+        self.handled = threading.Event()  # the chat took the last line (with read_ahead)
+        self.prompted = False  # the reader shows the prompt itself
+        threading.Thread(target=self._read, name="mnemo-chat-stdin", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            if not self.read_ahead:
+                self.wanted.wait()
+                self.wanted.clear()
+            self.prompted = self.idle.is_set()
+            try:
+                line = input(self.prompt if self.prompted else "")
+            except (EOFError, OSError, ValueError):
+                self.lines.put(None)
+                return
+            self.lines.put(line)
+            if self.read_ahead:
+                self.handled.wait()
+                self.handled.clear()
+
+    def next(self) -> str | None:
+        """The next line for a new turn (Ctrl-C while waiting raises KeyboardInterrupt)."""
+        self.idle.set()
+        if self.read_ahead and not self.prompted and self.lines.empty():
+            _say(self.prompt)  # the reader was already waiting, without one
+            self.prompted = True
+        self.wanted.set()
+        while True:
+            try:
+                return self.lines.get(timeout=0.1)
+            except queue.Empty:
+                continue
+
+    def took(self, turn: bool, *, read: bool = True) -> None:
+        """The chat took a line (``turn``: a turn runs now, so the next read shows no prompt;
+        ``read``: the line came from :meth:`next`, whose reader waits for this)."""
+        if turn:
+            self.idle.clear()
+        if read:
+            self.handled.set()
+
+    def waiting(self) -> list[str | None]:
+        """Lines typed meanwhile (a turn runs), each acknowledged."""
+        got: list[str | None] = []
+        while True:
+            try:
+                got.append(self.lines.get_nowait())
+            except queue.Empty:
+                return got
+            self.handled.set()
+
+
+def _steerer(agent: Any, session_id: str, lines: _Lines, later: deque[str | None]) -> Callable[[], None]:
+    """While a turn runs: each line typed goes to :meth:`Agent.steer` and is echoed as ``(steering)``;
+    commands, the end of input and a line that finds no turn (``idle``) wait in ``later``."""
+
+    def poll() -> None:
+        for line in lines.waiting():
+            text = line.strip() if line is not None else None
+            if text is None or text.startswith("/"):
+                later.append(text)
+                continue
+            if not text:
+                continue
+            try:
+                state = agent.steer(session_id, text)
+            except MnemoError as exc:  # the turn holds too many already
+                _err(f"mnemo: {exc}")
+                continue
+            if state == "idle":
+                later.append(text)
+            else:
+                _err(f"(steering) {text}" + (" [after compaction]" if state == "queued" else ""))
+
+    return poll
+
+
+def _interactive(agent: Any, session_id: str, kind: str, *, steer: bool = False) -> int:
+    lines = _Lines("> " if sys.stdin.isatty() else "", read_ahead=steer)
+    later: deque[str | None] = deque()
     while True:
-        try:
-            line = input(prompt).strip()
-        except EOFError:
+        read = not later
+        if later:
+            raw = later.popleft()
+        else:
+            try:
+                raw = lines.next()
+            except KeyboardInterrupt:
+                _err("")
+                continue
+        if raw is None:
             return 0
-        except KeyboardInterrupt:
-            _err("")
-            continue
-        if not line:
-            continue
+        line = raw.strip()
         if line in ("/quit", "/exit"):
             return 0
-        if line == "/help":
-            _err(HELP)
+        if not line or line == "/help":
+            if line:
+                _err(HELP)
+            lines.took(turn=False, read=read)
             continue
+        lines.took(turn=True, read=read)
+        poll = _steerer(agent, session_id, lines, later) if steer else None
         try:
-            reply = _turn(agent, line, session_id, kind)
+            reply = _turn(agent, line, session_id, kind, poll=poll)
         except MnemoError as exc:
             _err(f"mnemo: {exc}")
             continue

@@ -134,6 +134,46 @@ function M.consolidate(bang)
   end)
 end
 
+--- Lines describing an archive report (mnemo/archive), the first one a summary.
+---@param r table
+---@return string[]
+function M.archive_lines(r)
+  local months = type(r) == 'table' and r.months or {}
+  local verb = r.dryRun and 'would archive' or 'archived'
+  local lines = {
+    #months == 0 and ('mnemo: no month to archive (%d already archived)'):format(r.already or 0)
+      or ('mnemo: %s %d month(s) of sessions (%d already archived)'):format(verb, #months, r.already or 0),
+  }
+  for _, m in ipairs(months) do
+    table.insert(lines, ('  %s %s: %d session(s), %d message(s), %s'):format(
+      m.month or '?', m.path or '?', #(m.sessions or {}), m.messages or 0, m.summary or '?'))
+  end
+  for _, s in ipairs(r.skipped or {}) do
+    table.insert(lines, ('  skipped %s: %s'):format(s.sessionId or '?', s.reason or '?'))
+  end
+  if #(r.removed or {}) > 0 then
+    table.insert(lines, ('  removed %d raw transcript(s)'):format(#r.removed))
+  end
+  return lines
+end
+
+--- `:Mnemo archive[!] [YYYY-MM]`: the monthly session archive (mnemo/archive): every finished month not
+--- archived yet, or only {month} (written again); with !: a dry run that writes nothing.
+---@param args string
+---@param bang boolean
+function M.archive(args, bang)
+  if args ~= '' and not args:match('^%d%d%d%d%-%d%d$') then
+    vim.notify('mnemo: usage: :Mnemo archive[!] [YYYY-MM]', vim.log.levels.ERROR)
+    return
+  end
+  local params = { month = args ~= '' and args or nil, dryRun = bang or nil }
+  client_mod.request(protocol.ARCHIVE, next(params) and params or vim.empty_dict(), function(r)
+    local lines = M.archive_lines(r)
+    info(table.concat(lines, '\n'))
+    vim.api.nvim_exec_autocmds('User', { pattern = 'MnemoArchiveDone', modeline = false, data = r })
+  end)
+end
+
 ---@alias mnemo.Subcommand fun(args: string, bang: boolean)
 
 ---@type table<string, mnemo.Subcommand>
@@ -164,6 +204,9 @@ M.subcommands = {
   end,
   consolidate = function(_, bang)
     M.consolidate(bang)
+  end,
+  archive = function(args, bang)
+    M.archive(args, bang)
   end,
   reset = function()
     require('mnemo.chat').reset_session()
