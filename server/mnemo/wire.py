@@ -8,6 +8,7 @@ before ``initialize`` is answered).
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from mnemo.memory.reading import FileLines
     from mnemo.memory.status import IndexStatus
     from mnemo.memory.turns import FeedbackResult
+    from mnemo.policy.approvals import ApprovalRequest
     from mnemo.search.hybrid import ScoreParts, SearchHit, SearchOutcome
     from mnemo.security.audit import SecurityReport
     from mnemo.services import ServerStatus
@@ -344,3 +346,24 @@ def consolidation(proposal: Proposal) -> Json:
         "notes": list(proposal.notes),
         "diff": proposal.diff(),
     }
+
+
+# -- approvals ------------------------------------------------------------------------------------------
+def approval_request(request: ApprovalRequest) -> Json:
+    """``mnemo/approvalRequest`` params, ``mnemo/approvals`` and ``approvals.list`` items."""
+    out: Json = {
+        "id": request.id,
+        "session": request.session,
+        "tool": request.tool,
+        "args": request.args,
+        "summary": request.summary,
+        "decision": request.decision,
+        "rule": request.rule,
+        "reason": request.reason,
+        "timeoutS": request.timeout_s,
+        "alwaysPatterns": request.always_patterns,
+        "expiresInS": round(max(0.0, request.created + request.timeout_s - time.time()), 1),
+    }
+    if request.tool == "exec":
+        out["command"] = request.args.get("command", "")
+    return out

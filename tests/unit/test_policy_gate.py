@@ -172,7 +172,7 @@ def test_queue_resolved_from_another_thread(ws: Path, audit: AuditLog) -> None:
     worker.start()
     assert seen.wait(30)
     (pending,) = queue.pending()
-    assert pending.to_dict()["summary"] == "write_file a.md (1 bytes)"
+    assert pending.summary == "write_file a.md (1 bytes)"
     assert not queue.resolve("nope", "allow_once")
     assert queue.resolve(pending.id, "allow_once", by="test")
     worker.join(30)

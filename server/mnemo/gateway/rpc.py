@@ -374,7 +374,7 @@ class RpcFront:
 
     async def approvals_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         queue = self.approvals
-        return {"approvals": [] if queue is None else [r.to_dict() for r in queue.pending()]}
+        return {"approvals": [] if queue is None else [wire.approval_request(r) for r in queue.pending()]}
 
     async def approvals_resolve(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         from mnemo.policy.approvals import parse_choice

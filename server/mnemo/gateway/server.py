@@ -138,7 +138,7 @@ class Gateway:
         loop = self._loop
         if loop is None or loop.is_closed():
             return None
-        loop.call_soon_threadsafe(self.rpc.notify_admins, "approval.request", request.to_dict())
+        loop.call_soon_threadsafe(self.rpc.notify_admins, "approval.request", wire.approval_request(request))
 
         def withdraw() -> None:
             if not loop.is_closed():

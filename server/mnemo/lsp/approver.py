@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from mnemo import wire
 from mnemo.lsp import protocol
 from mnemo.policy.approvals import ApprovalQueue, ApprovalRequest, parse_choice
 
@@ -48,7 +49,9 @@ class LspApprovals:
         msg_id = f"mnemo-approval-{request.id}"
         lsp = self.server.protocol
         try:
-            result = await lsp.send_request_async(protocol.APPROVAL_REQUEST, request.to_dict(), msg_id=msg_id)
+            result = await lsp.send_request_async(
+                protocol.APPROVAL_REQUEST, wire.approval_request(request), msg_id=msg_id
+            )
         except asyncio.CancelledError:
             lsp.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
             raise

@@ -51,25 +51,6 @@ class ApprovalRequest:
     """Filled in by the approver: who answered (``client``, ``resolve``, ``terminal``, ``--yes``,
     ``timeout``, ``error``)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        """The wire shape (``mnemo/approvalRequest`` params, ``mnemo/approvals`` items)."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "session": self.session,
-            "tool": self.tool,
-            "args": self.args,
-            "summary": self.summary,
-            "decision": self.decision,
-            "rule": self.rule,
-            "reason": self.reason,
-            "timeoutS": self.timeout_s,
-            "alwaysPatterns": self.always_patterns,
-            "expiresInS": round(max(0.0, self.created + self.timeout_s - time.time()), 1),
-        }
-        if self.tool == "exec":
-            out["command"] = self.args.get("command", "")
-        return out
-
 
 class Approver(Protocol):
     def ask(self, request: ApprovalRequest) -> Choice:

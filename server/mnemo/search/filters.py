@@ -22,7 +22,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
 
 from mnemo.memory.limits import InvalidInput, check_day
 
@@ -44,20 +43,6 @@ class SearchFilters:
     @property
     def empty(self) -> bool:
         return self == SearchFilters()
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.tags:
-            out["tags"] = list(self.tags)
-        if self.kinds:
-            out["kinds"] = list(self.kinds)
-        for name in ("since", "until"):
-            if (day := getattr(self, name)) is not None:
-                out[name] = day.isoformat()
-        for name in ("project", "type"):
-            if (value := getattr(self, name)) is not None:
-                out[name] = value
-        return out
 
 
 def _strings(name: str, value: object) -> tuple[str, ...]:

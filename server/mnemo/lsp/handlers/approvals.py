@@ -8,6 +8,7 @@ import asyncio
 from dataclasses import asdict
 from typing import Any
 
+from mnemo import wire
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
 
@@ -30,7 +31,7 @@ def register(server: MnemoLanguageServer) -> None:
 
     @server.feature(protocol.APPROVALS)
     def approvals(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
-        return {"approvals": [request.to_dict() for request in ls.core.approvals.pending()]}
+        return {"approvals": [wire.approval_request(request) for request in ls.core.approvals.pending()]}
 
     @server.feature(protocol.RESOLVE_APPROVAL)
     def resolve_approval(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
