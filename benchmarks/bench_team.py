@@ -207,7 +207,13 @@ def _cluster(needed: bool) -> Iterator[str]:
     if not needed:
         yield ""
         return
-    with throwaway_cluster({"shared_buffers": "512MB", "work_mem": "16MB", "max_connections": "100"}) as dsn:
+    settings = {
+        "shared_buffers": "512MB",
+        "work_mem": "16MB",
+        "maintenance_work_mem": "1GB",
+        "max_connections": "100",
+    }
+    with throwaway_cluster(settings) as dsn:  # maintenance_work_mem: the HNSW graph of 100k notes fits
         os.environ["MNEMO_PG_DSN"] = dsn
         yield dsn
 
