@@ -130,6 +130,12 @@ class FeedbackBook:
             self.indexer.open()
         if self.indexer.store is None:
             raise FeedbackError("the index is not built yet; run `mnemo index` first")
+        from mnemo.index.store import ChunkStore
+
+        if not isinstance(self.indexer.store, ChunkStore):
+            raise FeedbackError(
+                "feedback is kept in the workspace's DuckDB index; the postgres backend does not record it yet"
+            )
         return self.indexer.store
 
     def _write(
