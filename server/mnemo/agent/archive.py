@@ -39,7 +39,7 @@ from mnemo.memory.limits import InvalidInput
 from . import archive_format as fmt
 from .archive_summary import Summary, Turn, excerpts, extractive_summary, model_summary
 from .providers import ChatProvider
-from .sessions import Session, SessionError, SessionStore
+from .sessions import SESSIONS_DIR, Session, SessionError, SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -305,14 +305,11 @@ class SessionArchiver:
                 continue
             if not all(f"{known.get('folder')}/{m}" in done for m in months):
                 continue
-            path = self.store.dir / f"{stem}.jsonl"
             if not dry_run:
                 with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
-            removed.append(f"sessions/{stem}.jsonl")
-        if not dry_run:
-            for stem in removed:
-                files.pop(stem.removeprefix("sessions/").removesuffix(".jsonl"), None)
+                    (self.store.dir / f"{stem}.jsonl").unlink()
+                del files[stem]  # iterating a sorted copy
+            removed.append(f"{SESSIONS_DIR}/{stem}.jsonl")
         return removed
 
     # -- files ----------------------------------------------------------------------------------------

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mnemo.agent.tool_plugins import Outcome as GateOutcome
 from mnemo.agent.tool_plugins import PluginTools, ToolContext, plugin_runner
 from mnemo.embeddings import EmbeddingError
 from mnemo.errors import MnemoError
 from mnemo.memory.citations import get_args
 from mnemo.memory.limits import InvalidInput
 from mnemo.search.filters import check_filters
-from mnemo.workspace.layout import MEMORY_FILES, WorkspacePathError, readable_in
+from mnemo.workspace.layout import WorkspacePathError, readable_in
 
 if TYPE_CHECKING:
     from mnemo.memory.reading import FileLines
@@ -27,17 +28,6 @@ log = logging.getLogger(__name__)
 
 READ_FILE_MAX_BYTES = 64_000
 OBSERVATION_MAX_CHARS = 6_000
-GATED_TOOLS = ("write_file", "exec")
-PRIVATE_FILES = MEMORY_FILES
-
-
-class GateOutcome(Protocol):
-    @property
-    def ok(self) -> bool: ...
-    @property
-    def output(self) -> str: ...
-    @property
-    def decision(self) -> str: ...
 
 
 class MemoryAccess(Protocol):

@@ -115,8 +115,7 @@ class Gateway:
         self.channels: dict[str, Channel] = {}
         self.channel_problems: dict[str, str] = {}
         self.memory_slots = UserSlots(settings.max_memory_calls_per_user)
-        self.permissions, self.setting_problems = self.rpc.permissions, self.rpc.setting_problems
-        for problem in self.setting_problems:
+        for problem in self.rpc.setting_problems:
             log.warning("mnemo.toml: %s", problem)
         self.address_filter = AddressFilter(settings.allow_from)
         self.app = web.Application(

@@ -17,7 +17,6 @@ import importlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -92,18 +91,13 @@ def refuse_if_limited(host: ChannelHost, request: web.Request) -> web.Response |
 
 
 def load_channel_class(name: str) -> type[Channel]:
-    """The class of channel ``name``: a built-in, or a plugin of the ``mnemo.channels`` entry point group."""
+    """The class of built-in channel ``name``; plugin channels (the ``mnemo.channels`` entry point group,
+    the workspace's plugins/ folder) are loaded by :mod:`mnemo.gateway.plugins`."""
     target = BUILT_IN.get(name)
     if target is None:
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name == name:
-                loaded = ep.load()
-                if isinstance(loaded, type) and issubclass(loaded, Channel):
-                    return loaded
-                raise ChannelError(f"entry point {ep.value} of channel {name!r} is not a Channel class")
         raise ChannelError(
             f"unknown channel {name!r} (built in: {', '.join(BUILT_IN)}; plugins: the {ENTRY_POINT_GROUP} "
-            "entry point group)"
+            "entry point group or plugins/, see docs/gateway.md)"
         )
     module_name, _, class_name = target.partition(":")
     try:
