@@ -161,10 +161,11 @@ class Services:
             agent = self.agent
             return None if agent.model_info().kind == "bundled" else agent.provider  # 135M would invent
 
-        table = self.memory.indexer.dir / "gateway-sessions.json"
+        index_dir = self.workspace.root / self.settings.index.dir  # the index's folder; nothing opened
+        table = index_dir / "gateway-sessions.json"
         archiver = SessionArchiver(
             self.workspace.root,
-            self.memory.indexer.dir,
+            index_dir,
             self.settings.sessions,
             provider=model if self.settings.sessions.summary == "auto" else None,
             origins=lambda: gateway_origins(table),
@@ -273,15 +274,13 @@ def audit_log_for(root: Path, settings: Settings) -> AuditLog:
 
 
 def build_tool_gate(
-    root: Path, approver: Approver, settings: Settings | None = None, *, approval_timeout_s: float = 120
+    root: Path, approver: Approver, settings: Settings, *, approval_timeout_s: float = 120
 ) -> ToolGate:
     """Policy from ``root/mnemo.toml`` ([policy]), the audit log, a risk monitor template, the approver."""
     from mnemo.policy.gate import ToolGate
     from mnemo.policy.risk import RiskMonitor
     from mnemo.policy.rules import load_policy
 
-    if settings is None:
-        settings, _ = load_settings(root)
     problems: list[str] = []
     config = load_policy(root, problems)
     for problem in problems:
@@ -346,11 +345,10 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
 def _configured(
     root: Path, provider: str | None, backend: str | None
 ) -> tuple[Settings, list[ConfigProblem], Workspace]:
-    """``root/mnemo.toml`` read once (its problems logged), the overrides applied, and the workspace."""
+    """``root/mnemo.toml`` read once, the overrides applied, and the workspace. The problems are the
+    caller's to say (each front says them once, in its own way: stderr, the LSP log, the daemon's log)."""
     settings, problems = load_settings(root)
     problems = [p for p in problems if p.key not in ("policy", "gateway")]  # read by their own modules
-    for problem in problems:
-        log.warning("%s", problem)
     if provider is not None:
         settings.embedding.provider = provider  # type: ignore[assignment]
     if backend is not None:

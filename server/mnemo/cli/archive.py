@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -58,11 +57,9 @@ def _marks(args: argparse.Namespace) -> list[tuple[str, dict[str, bool]]]:
 
 
 def run_archive(args: argparse.Namespace) -> int:
-    from mnemo.services import build_services
+    from mnemo.cli.common import workspace_services
 
-    services = build_services(args.workspace.resolve())
-    for problem in services.problems:
-        print(f"warning: {problem}", file=sys.stderr)
+    services = workspace_services(args)
     try:
         marks = _marks(args)
         if marks:

@@ -61,12 +61,9 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
 
 
 def _build(args: argparse.Namespace) -> Any:
-    from mnemo.services import build_services
+    from mnemo.cli.common import workspace_services
 
-    services = build_services(args.workspace.resolve())
-    for problem in services.problems:
-        print(f"warning: {problem}", file=sys.stderr)
-    return services
+    return workspace_services(args)
 
 
 def _say(text: str) -> None:

@@ -82,13 +82,11 @@ def _print_proposal(proposal: Proposal) -> None:
 
 def cmd_consolidate(args: argparse.Namespace) -> int:
     from mnemo import wire
+    from mnemo.cli.common import workspace_services
     from mnemo.errors import IndexBusy
-    from mnemo.services import build_services
 
-    services = build_services(args.workspace.resolve())
+    services = workspace_services(args)
     try:
-        for problem in services.problems:
-            print(f"warning: {problem}", file=sys.stderr)
         try:  # fresher vectors for the near-duplicate chunks; another process may hold the index
             services.memory.sync(replace="none", vectors="few")
         except IndexBusy as exc:
@@ -116,12 +114,12 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
 
 def cmd_feedback(args: argparse.Namespace) -> int:
     from mnemo import wire
+    from mnemo.cli.common import workspace_services
     from mnemo.memory.limits import InvalidInput
-    from mnemo.services import build_services
 
     if args.turn is not None and args.turn < 1:
         raise InvalidInput(f"--turn is 1-based, got {args.turn}")
-    services = build_services(args.workspace.resolve())
+    services = workspace_services(args)
     try:
         book = services.memory.feedback
         if args.harvest:

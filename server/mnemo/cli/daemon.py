@@ -99,6 +99,8 @@ def serve_until_idle(root: Path, idle_s: float) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
     services = build_services(root)
+    for problem in services.problems:
+        log.warning("%s", problem)
     shared = services.share_index("daemon")
     try:
         if not shared.start():

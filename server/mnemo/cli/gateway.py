@@ -85,11 +85,11 @@ def run_gateway(args: argparse.Namespace) -> int:
     parent = os.getppid() if args.exit_with_parent else None  # before the slow start-up: it may die meanwhile
     stopping = _Stopping()
     lifeline = _start_lifeline(stopping, parent)  # watching from here: start-up can take seconds under load
+    from mnemo.cli.common import workspace_services
     from mnemo.gateway.auth import default_token_file, ensure_token_file  # (imports too: ~1 s under load)
     from mnemo.gateway.constraints import server_ssl_context
     from mnemo.gateway.server import Gateway, check_bind
     from mnemo.gateway.settings import load_gateway_settings
-    from mnemo.services import build_services
 
     root = args.workspace.resolve()
     settings, problems = load_gateway_settings(root)
@@ -103,9 +103,7 @@ def run_gateway(args: argparse.Namespace) -> int:
         token_file = default_token_file()
         settings.auth.token = ensure_token_file(token_file)
         settings.auth.generated = True
-    services = build_services(root)
-    for config_problem in services.problems:
-        print(f"warning: {config_problem}", file=sys.stderr)
+    services = workspace_services(args)
     shared = services.share_index("gateway")  # first: the agent then searches through it too
     if not args.no_sync:
         shared.on_writer = lambda: _quiet_sync(shared)

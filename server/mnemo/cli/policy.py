@@ -67,9 +67,9 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
 @contextmanager
 def _services(args: argparse.Namespace) -> Iterator[Services]:
     """The composition root's services: the policy, the audit log, the tool gate (no index, no model)."""
-    from mnemo.services import build_services
+    from mnemo.cli.common import workspace_services
 
-    services = build_services(args.workspace.resolve())
+    services = workspace_services(args)
     try:
         yield services
     finally:

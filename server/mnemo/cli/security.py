@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 EPILOG = """\
@@ -36,10 +35,10 @@ def add_commands(sub: Any, add_common: Callable[[argparse.ArgumentParser], None]
 
 def cmd_security_audit(args: argparse.Namespace) -> int:
     from mnemo import wire
+    from mnemo.cli.common import workspace_services
     from mnemo.security.audit import AuditInputs, security_audit
-    from mnemo.services import build_services
 
-    services = build_services(Path(args.workspace).resolve())
+    services = workspace_services(args)
     try:
         root = services.workspace.root
         report = security_audit(AuditInputs(root, services.settings, services.audit_log))

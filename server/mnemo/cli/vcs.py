@@ -13,12 +13,9 @@ if TYPE_CHECKING:  # gitpython loads only for commit and log
 
 def _services(args: argparse.Namespace) -> Services:
     """The composition root's services (only Git is used: the index and the models are never loaded)."""
-    from mnemo.services import build_services
+    from mnemo.cli.common import workspace_services
 
-    services = build_services(args.workspace.resolve())
-    for problem in services.problems:
-        print(f"warning: {problem}", file=sys.stderr)
-    return services
+    return workspace_services(args)
 
 
 def cmd_commit(args: argparse.Namespace) -> int:

@@ -315,7 +315,7 @@ class ToolGate:
         )
         return ToolOutcome(ok, output, str(decision.verdict), decision.rule, exit_code, approval)
 
-    def _exec(self, command: str, session: str = "") -> tuple[str, int]:
+    def _exec(self, command: str, session: str) -> tuple[str, int]:
         def audit_network(event: NetworkEvent) -> None:  # raising refuses the connection
             self.audit.append("decision", event.to_audit(session))
 

@@ -34,6 +34,14 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
         dst.shutdown(socket.SHUT_WR)
 
 
+def splice(client: socket.socket, upstream: socket.socket) -> None:
+    """Copy both ways until both directions end (the proxy outside the sandbox relays with it too)."""
+    back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+    back.start()
+    _pipe(client, upstream)
+    back.join()
+
+
 def _relay(client: socket.socket, path: str) -> None:
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -42,10 +50,7 @@ def _relay(client: socket.socket, path: str) -> None:
         client.close()
         upstream.close()
         return
-    back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
-    back.start()
-    _pipe(client, upstream)
-    back.join()
+    splice(client, upstream)
     client.close()
     upstream.close()
 

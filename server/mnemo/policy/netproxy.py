@@ -224,7 +224,7 @@ class FilteringProxy:
             head, rest = _read_head(client)
             upstream = self._open_upstream(client, head, rest)
             client.settimeout(None)
-            self._relay(client, upstream)
+            netforward.splice(client, upstream)
         except _Refusal as refusal:
             _answer(client, refusal.status, refusal.reason)
         except OSError as exc:
@@ -288,12 +288,6 @@ class FilteringProxy:
             log.error("network event not recorded (%s): refusing %s", exc, event.host)
             raise _Refusal(403, f"the connection could not be recorded ({exc})") from exc
 
-    def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
-        back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
-        back.start()
-        _pipe(client, upstream)
-        back.join()
-
 
 def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
     buf = b""
@@ -328,16 +322,6 @@ def _answer(sock: socket.socket, status: int, reason: str) -> None:
     )
     with contextlib.suppress(OSError):
         sock.sendall(head.encode() + body)
-
-
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while data := src.recv(65536):
-            dst.sendall(data)
-    except OSError:
-        pass
-    with contextlib.suppress(OSError):
-        dst.shutdown(socket.SHUT_WR)
 
 
 # -- wiring into bubblewrap -----------------------------------------------------------------------------
