@@ -29,8 +29,7 @@ from typing import Protocol
 
 import numpy as np
 
-MEMORY_FILES = ("MEMORY.md", "memory.md")
-"""The long-term memory file's accepted names (the ``memory`` filter kind)."""
+from mnemo.workspace.layout import MEMORY_FILES  # the ``memory`` filter kind's files; re-exported
 
 
 # -- what is written -------------------------------------------------------------------------------
@@ -120,6 +119,24 @@ class LastRetrieval:
     weight: float
     score: float
     rank: int
+
+    @classmethod
+    def from_fields(cls, fields: Sequence[object]) -> LastRetrieval:
+        """From the engine's row of the retrieval (query, searched_at, vector, text, decay, weight,
+        score, rank), each field as text or a value whose ``str`` parses back."""
+        query, when, vector, text, decay, weight, score, rank = (
+            str(v) if v is not None else None for v in fields
+        )
+        return cls(
+            str(query),
+            datetime.fromisoformat(str(when)),
+            None if vector is None else float(vector),
+            float(str(text)),
+            float(str(decay)),
+            float(str(weight)),
+            float(str(score)),
+            int(str(rank)),
+        )
 
 
 @dataclass(frozen=True)
@@ -369,15 +386,6 @@ class IndexWriter(Protocol):
         ...
 
 
-class ReadingSource(Protocol):
-    """What hands out readers (:class:`mnemo.index.indexer.Indexer`)."""
-
-    def reading(self, *, timeout: float = -1) -> contextlib.AbstractContextManager[IndexReader | None]:
-        """A reader on the current generation, held against a swap; None when there is no index, or
-        when ``timeout`` >= 0 seconds passed waiting for a swap to finish."""
-        ...
-
-
 __all__ = [
     "MEMORY_FILES",
     "ChunkFilter",
@@ -395,6 +403,5 @@ __all__ = [
     "KeywordHit",
     "LastRetrieval",
     "PendingChunk",
-    "ReadingSource",
     "VectorHit",
 ]

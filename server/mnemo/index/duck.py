@@ -7,9 +7,10 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
@@ -87,3 +88,23 @@ def connect(path: Path | str, *, read_only: bool = False, vss: bool = True) -> d
         con.close()
         raise
     return con
+
+
+T = TypeVar("T")
+
+
+def read_closed(path: Path, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T | None:
+    """What ``read`` returns from the index file ``path`` that no one has open, read-only (None when
+    the file is missing or unreadable, or ``read`` raised a DuckDB error)."""
+    if not path.exists():
+        return None
+    try:
+        con = connect(path, read_only=True, vss=False)  # never loads (or replays into) its HNSW index
+    except (duckdb.Error, OSError):
+        return None
+    try:
+        return read(con)
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()

@@ -204,19 +204,6 @@ def restore(con: duckdb.DuckDBPyConnection, table: pa.Table | None) -> None:
 
 def read_table(path: Path) -> pa.Table | None:
     """The feedback of an index file that is not open (None when missing, unreadable or without any)."""
-    import duckdb
+    from mnemo.index.duck import read_closed
 
-    from mnemo.index.duck import connect
-
-    if not path.exists():
-        return None
-    try:
-        con = connect(path, read_only=True, vss=False)  # never loads (or replays into) its HNSW index
-    except (duckdb.Error, OSError):
-        return None
-    try:
-        return saved_table(con)
-    except duckdb.Error:
-        return None
-    finally:
-        con.close()
+    return read_closed(path, saved_table)

@@ -37,3 +37,19 @@ def identity_from(meta: dict[str, str]) -> IndexIdentity | None:
         return IndexIdentity(meta["provider"], meta["model"], int(meta["dims"]), meta["chunker"])
     except (KeyError, ValueError):
         return None
+
+
+def describe(identity: IndexIdentity) -> str:
+    """The embedder an index was built with, as messages name it."""
+    return "none" if identity.provider == "none" else f"{identity.provider}/{identity.model}"
+
+
+def mismatch_message(have: IndexIdentity, want: IndexIdentity) -> str:
+    """Why an index built as ``have`` is read as it is by a process that would build ``want`` (they
+    differ), and the command that rebuilds it."""
+    if (have.provider, have.model, have.dims) != (want.provider, want.model, want.dims):
+        return (
+            f"index built with {describe(have)}; searching keyword-only; "
+            f"run `mnemo index` to rebuild for {describe(want)}"
+        )
+    return "index built with other chunking settings; edits are not indexed until `mnemo index` rebuilds it"

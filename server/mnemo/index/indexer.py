@@ -34,17 +34,18 @@ from mnemo.embeddings import Embedder
 from mnemo.errors import IndexBusy, SearchCancelled
 from mnemo.index import file_meta, opening, pending, repair
 from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen, embedding_input, write_file
-from mnemo.index.identity import INDEX_FILE, chunker_id
+from mnemo.index.identity import INDEX_FILE
+from mnemo.index.matching import IdentityMatch
 from mnemo.index.reader import DuckReader
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
-from mnemo.index.store import ChunkStore, IndexIdentity
+from mnemo.index.store import ChunkStore
 from mnemo.markdown.chunker import Chunk
 from mnemo.workspace.layout import FileKind, MemoryFile, Workspace
 
 log = logging.getLogger(__name__)
 
 
-class Indexer:
+class Indexer(IdentityMatch):
     def __init__(
         self,
         workspace: Workspace,
@@ -65,17 +66,6 @@ class Indexer:
         """Set once a usable index is open (readers at start-up wait for it, not for the sync)."""
 
     # -- identity and opening -----------------------------------------------------------------
-    def identity(self) -> IndexIdentity:
-        return IndexIdentity(
-            provider=self.embedder.provider,
-            model=self.embedder.model,
-            dims=self.embedder.dims,
-            chunker=self._chunker(),
-        )
-
-    def _chunker(self) -> str:
-        return chunker_id(self.chunking)
-
     def open(self) -> bool:
         """Open the existing index, whatever it was built with (see :attr:`foreign`), repairing crash
         damage first. False means there is none usable and a full build is needed."""
@@ -93,23 +83,6 @@ class Indexer:
         self.store = store
         self.opened.set()
         return True
-
-    @property
-    def foreign(self) -> bool:
-        """The open index was built with another provider, model, dims or chunker: read-only here."""
-        if self.store is None:
-            return False
-        return not self.same_model() or self.store.identity.chunker != self._chunker()
-
-    def same_model(self) -> bool:
-        """The open index was built with this embedder's provider, model and dims."""
-        have = self.store.identity if self.store is not None else None
-        return (  # in this order: ``dims`` may load the model, so it is asked last
-            have is not None
-            and have.provider == self.embedder.provider
-            and have.model == self.embedder.model
-            and have.dims == self.embedder.dims
-        )
 
     def writable_store(self) -> ChunkStore | None:
         """The open index when this process may give it vectors (this model's, not foreign), else None."""
@@ -155,24 +128,6 @@ class Indexer:
         store = self.writable_store()
         if store is not None:
             report.chunks_pending = store.counts().pending
-
-    def vector_dims(self) -> int:
-        """Dims to search with: the index's when its vectors are of this embedder's model, else 0."""
-        return self.store.identity.dims if self.store is not None and self.same_model() else 0
-
-    def mismatch_note(self) -> str | None:
-        """Why the open index is read as it is, and the command that rebuilds it (None: it matches)."""
-        if not self.foreign or self.store is None:
-            return None
-        have, want = self.store.identity, self.identity()
-        if not self.same_model():
-            return (
-                f"index built with {_describe(have)}; searching keyword-only; "
-                f"run `mnemo index` to rebuild for {_describe(want)}"
-            )
-        return (
-            "index built with other chunking settings; edits are not indexed until `mnemo index` rebuilds it"
-        )
 
     def recover(self) -> None:
         """After DuckDB invalidated the open database (an internal error): close it without writing,
@@ -248,11 +203,6 @@ class Indexer:
             self._count_pending(report)
         report.seconds = time.perf_counter() - started
         return report
-
-    def _replaces(self, replace: Replace) -> bool:
-        if not self.foreign or replace == "none":
-            return False
-        return replace == "any" or self.same_model()
 
     def _count_stale(self, store: ChunkStore) -> int:
         """Files added, changed or removed on disk since ``store`` indexed them (a stat each)."""
@@ -392,7 +342,3 @@ class Indexer:
         report.chunks_embedded += found.embedded
         report.chunks_reused += found.cached
         return found
-
-
-def _describe(identity: IndexIdentity) -> str:
-    return "none" if identity.provider == "none" else f"{identity.provider}/{identity.model}"

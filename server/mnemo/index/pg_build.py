@@ -20,8 +20,7 @@ import psycopg
 
 from mnemo.errors import SearchCancelled
 from mnemo.index import pending, pg_schema
-from mnemo.index.api import IndexIdentity
-from mnemo.index.indexer import Progress, SyncReport
+from mnemo.index.file_rows import Progress, SyncReport
 from mnemo.index.pg_store import FileWrite, PgStore
 from mnemo.index.pg_sync import PreparedFile, StatCache, prepare
 from mnemo.index.sources import SourceText
@@ -36,10 +35,6 @@ BUILD_LOCK = 0x6D6E6275  # advisory lock class: one build per namespace at a tim
 BUILD_BATCH_FILES = 256
 SAVE_EVERY_FILES = 500
 """The stat cache is saved this often during a sync (a killed sync then re-reads less)."""
-
-
-def describe(identity: IndexIdentity) -> str:
-    return "none" if identity.provider == "none" else f"{identity.provider}/{identity.model}"
 
 
 def _file_write(prepared: PreparedFile, mtime: float, size: int, vectors: dict[str, np.ndarray]) -> FileWrite:

@@ -28,16 +28,14 @@ from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
 from mnemo.errors import IndexUnavailable, SearchCancelled
 from mnemo.index import pending, pg_build, pg_schema
-from mnemo.index.api import IndexIdentity
-from mnemo.index.indexer import Progress, Replace, SyncReport, VectorsWhen
+from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen
+from mnemo.index.matching import IdentityMatch
 from mnemo.index.pg_connect import DSN_ENV, ReaderPool, connect
 from mnemo.index.pg_reader import PgReader
 from mnemo.index.pg_store import PgStore
 from mnemo.index.pg_sync import StatCache, cache_path
 from mnemo.index.pg_terms import PostingsMemo
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
-from mnemo.markdown.chunker import CHUNKER_VERSION
-from mnemo.text.terms import TERMS_VERSION
 from mnemo.workspace.layout import MemoryFile, Workspace
 
 log = logging.getLogger(__name__)
@@ -54,7 +52,7 @@ def _database_errors(doing: str) -> Iterator[None]:
         ) from exc
 
 
-class PgIndexer:
+class PgIndexer(IdentityMatch):
     def __init__(
         self,
         workspace: Workspace,
@@ -97,48 +95,11 @@ class PgIndexer:
         self.opened = threading.Event()
 
     # -- identity -----------------------------------------------------------------------------------
-    def identity(self) -> IndexIdentity:
-        return IndexIdentity(self.embedder.provider, self.embedder.model, self.embedder.dims, self._chunker())
-
-    def _chunker(self) -> str:
-        return f"{CHUNKER_VERSION}/{TERMS_VERSION}/{self.chunking.target_tokens}/{self.chunking.overlap}"
-
-    @property
-    def foreign(self) -> bool:
-        if self.store is None:
-            return False
-        return not self.same_model() or self.store.identity.chunker != self._chunker()
-
-    def same_model(self) -> bool:
-        have = self.store.identity if self.store is not None else None
-        return (
-            have is not None
-            and have.provider == self.embedder.provider
-            and have.model == self.embedder.model
-            and have.dims == self.embedder.dims
-        )
-
     def writable_store(self) -> PgStore | None:
         store = self.store
         if store is None or store.identity.dims == 0 or self.foreign:
             return None
         return store
-
-    def vector_dims(self) -> int:
-        return self.store.identity.dims if self.store is not None and self.same_model() else 0
-
-    def mismatch_note(self) -> str | None:
-        if not self.foreign or self.store is None:
-            return None
-        have, want = self.store.identity, self.identity()
-        if not self.same_model():
-            return (
-                f"index built with {pg_build.describe(have)}; searching keyword-only; "
-                f"run `mnemo index` to rebuild for {pg_build.describe(want)}"
-            )
-        return (
-            "index built with other chunking settings; edits are not indexed until `mnemo index` rebuilds it"
-        )
 
     # -- opening ----------------------------------------------------------------------------------------
     def _ensure_schema(self) -> None:
@@ -287,11 +248,6 @@ class PgIndexer:
             self._count_pending(report)
         report.seconds = time.perf_counter() - started
         return report
-
-    def _replaces(self, replace: Replace) -> bool:
-        if not self.foreign or replace == "none":
-            return False
-        return replace == "any" or self.same_model()
 
     def _build(
         self,

@@ -10,12 +10,12 @@ chunk ids (``within``) is exact, as in the DuckDB engine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import date
 
 import numpy as np
 import psycopg
 
-from mnemo.index import pg_terms
+from mnemo.index import pg_terms, pg_vectors
 from mnemo.index.api import (
     MEMORY_FILES,
     ChunkFilter,
@@ -87,10 +87,10 @@ class PgReader:
         self.generation = generation
         self.g = generation.id
         self._memo = memo
+        """The process's recently used postings (:class:`mnemo.index.pg_terms.PostingsMemo`)."""
         self._hnsw_set = False
         self._weights: dict[tuple[str, ...], pg_terms.QueryWeights | None] = {}
         """Query statistics already read in this snapshot (a search asks twice: top-k, then by id)."""
-        """The process's recently used postings (:class:`mnemo.index.pg_terms.PostingsMemo`)."""
 
     @property
     def identity(self) -> IndexIdentity:
@@ -103,16 +103,7 @@ class PgReader:
 
     # -- status -----------------------------------------------------------------------------------------
     def counts(self) -> IndexCounts:
-        row = self.con.execute(
-            f"SELECT (SELECT count(*) FROM {SCHEMA}.files WHERE g = %(g)s), "
-            f"(SELECT docs FROM {SCHEMA}.generations WHERE id = %(g)s), "
-            f"(SELECT count(*) FROM {SCHEMA}.chunks WHERE g = %(g)s AND embedding IS NULL)",
-            {"g": self.g},
-        ).fetchone()
-        files, chunks, waiting = (int(v or 0) for v in row) if row else (0, 0, 0)
-        if not self._with_vectors:
-            return IndexCounts(files, chunks)
-        return IndexCounts(files, chunks, chunks - waiting, waiting)
+        return pg_vectors.count(self.con, self.generation)
 
     def file_problems(self) -> list[FileProblem]:
         rows = self.con.execute(
@@ -132,7 +123,15 @@ class PgReader:
             [self.generation.namespace, self.g, path],
         ).fetchall()
         return [
-            ChunkStats(key, start, end, heading or "", day, int(count), _last(last))
+            ChunkStats(
+                key,
+                start,
+                end,
+                heading or "",
+                day,
+                int(count),
+                None if last is None else LastRetrieval.from_fields(last),
+            )
             for key, start, end, heading, day, count, last in rows
         ]
 
@@ -224,20 +223,3 @@ class PgReader:
             f"WHERE c.g = %(g)s AND {condition}"
         )
         return [int(row[0]) for row in self.con.execute(sql, params).fetchall()]
-
-
-def _last(last: tuple[object, ...] | None) -> LastRetrieval | None:
-    """The latest retrieval, from the anonymous record PostgreSQL returns (its fields as text)."""
-    if last is None:
-        return None
-    query, when, vector, text, decay, weight, score, rank = (None if v is None else str(v) for v in last)
-    return LastRetrieval(
-        str(query),
-        datetime.fromisoformat(str(when)),
-        None if vector is None else float(vector),
-        float(str(text)),
-        float(str(decay)),
-        float(str(weight)),
-        float(str(score)),
-        int(str(rank)),
-    )

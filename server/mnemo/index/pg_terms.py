@@ -35,6 +35,7 @@ from mnemo.index.api import KeywordHit
 from mnemo.index.duck import connect
 from mnemo.index.fts import K1, B
 from mnemo.index.pg_schema import SCHEMA
+from mnemo.index.postings import best_first
 
 EMPTY_STEM = "\u2205"
 """Stands for the empty stem (Porter stems "s", as in "it's", to nothing; a tsvector cannot hold an
@@ -274,14 +275,7 @@ def _score(
     per_posting = np.concatenate([np.full(len(p[0]), idf) for p, idf in parts])
     bm25 = per_posting * tfs * (K1 + 1) / (tfs + K1 * (1 - B + B * length / weights.avgdl))
     unique, scores, covered = _per_chunk(ids, bm25, per_posting)
-    if only_ids is not None:
-        pick = np.isin(unique, np.asarray(list(only_ids), np.int64))
-        unique, scores, covered = unique[pick], scores[pick], covered[pick]
-        order = np.argsort(-scores, kind="stable")
-    else:
-        k = min(int(limit), len(unique))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(unique) else np.arange(len(unique))
-        order = top[np.argsort(-scores[top], kind="stable")]
+    order = best_first(unique, scores, limit, only_ids)
     return [(int(unique[i]), float(scores[i]), float(covered[i])) for i in order]
 
 

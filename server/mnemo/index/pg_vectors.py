@@ -27,6 +27,20 @@ _RETRIEVAL_TYPES = [
 ]  # fmt: skip
 
 
+def count(con: psycopg.Connection, generation: Generation) -> IndexCounts:
+    """Files, chunks, and chunks with / without a vector of ``generation`` (a writer's or a reader's)."""
+    row = con.execute(
+        f"SELECT (SELECT count(*) FROM {SCHEMA}.files WHERE g = %(g)s), "
+        f"(SELECT docs FROM {SCHEMA}.generations WHERE id = %(g)s), "
+        f"(SELECT count(*) FROM {SCHEMA}.chunks WHERE g = %(g)s AND embedding IS NULL)",
+        {"g": generation.id},
+    ).fetchone()
+    files, chunks, waiting = (int(v or 0) for v in row) if row else (0, 0, 0)
+    if generation.dims == 0:
+        return IndexCounts(files, chunks)
+    return IndexCounts(files, chunks, chunks - waiting, waiting)
+
+
 class GenerationRows:
     """Rows of one generation through one connection (guarded by the caller's lock)."""
 
@@ -121,16 +135,7 @@ class GenerationRows:
         return max(0, cur.rowcount)
 
     def counts(self) -> IndexCounts:
-        row = self.con.execute(
-            f"SELECT (SELECT count(*) FROM {SCHEMA}.files WHERE g = %(g)s), "
-            f"(SELECT docs FROM {SCHEMA}.generations WHERE id = %(g)s), "
-            f"(SELECT count(*) FROM {SCHEMA}.chunks WHERE g = %(g)s AND embedding IS NULL)",
-            {"g": self.g},
-        ).fetchone()
-        files, chunks, waiting = (int(v or 0) for v in row) if row else (0, 0, 0)
-        if self.identity.dims == 0:
-            return IndexCounts(files, chunks)
-        return IndexCounts(files, chunks, chunks - waiting, waiting)
+        return count(self.con, self.generation)
 
     # -- retrieval statistics ------------------------------------------------------------------------------
     def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:

@@ -145,12 +145,18 @@ class PostingsCache:
         unique, inverse = np.unique(ids, return_inverse=True)
         scores = np.bincount(inverse, weights=bm25)
         covered = np.bincount(inverse, weights=per_posting)
-        if only_ids is not None:
-            pick = np.isin(unique, np.asarray(list(only_ids), np.int64))
-            unique, scores, covered = unique[pick], scores[pick], covered[pick]
-            order = np.argsort(-scores, kind="stable")
-        else:
-            k = min(int(limit), len(unique))
-            top = np.argpartition(-scores, k - 1)[:k] if k < len(unique) else np.arange(len(unique))
-            order = top[np.argsort(-scores[top], kind="stable")]
+        order = best_first(unique, scores, limit, only_ids)
         return [(int(unique[i]), float(scores[i]), float(covered[i]), total) for i in order]
+
+
+def best_first(
+    unique: np.ndarray, scores: np.ndarray, limit: int, only_ids: Sequence[int] | None
+) -> np.ndarray:
+    """Positions in ``unique`` (chunk ids, ascending) to return, best score first: every chunk of
+    ``only_ids`` when given, else the ``limit`` best (ties keep id order)."""
+    if only_ids is not None:
+        keep = np.flatnonzero(np.isin(unique, np.asarray(list(only_ids), np.int64)))
+        return keep[np.argsort(-scores[keep], kind="stable")]
+    k = min(int(limit), len(unique))
+    top = np.argpartition(-scores, k - 1)[:k] if k < len(unique) else np.arange(len(unique))
+    return top[np.argsort(-scores[top], kind="stable")]

@@ -10,7 +10,6 @@ generation against a swap while it is used.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -105,22 +104,6 @@ def _vectors(column: Any) -> list[np.ndarray]:
     return [np.asarray(vector, dtype=np.float32) for vector in column]
 
 
-def _last(count: int, last: list[str | None] | None) -> LastRetrieval | None:
-    if not count or last is None:
-        return None
-    query, when, vector, text, decay, weight, score, rank = last
-    return LastRetrieval(
-        str(query),
-        datetime.fromisoformat(str(when)),
-        None if vector is None else float(vector),
-        float(str(text)),
-        float(str(decay)),
-        float(str(weight)),
-        float(str(score)),
-        int(str(rank)),
-    )
-
-
 class CountsMemo:
     """The writer's counts, kept until its next commit: counting vectors reads the whole embedding
     column (several ms), and every search and status asks."""
@@ -157,9 +140,9 @@ class DuckReader:
         self.con = con
         self._identity = identity
         self._memo = memo
+        """The writer's counts between commits (None: counted on every call)."""
         self._vector_cache = vector_cache
         """The writer's vectors in memory (None: read from the table)."""
-        """The writer's counts between commits (None: counted on every call)."""
         self._postings = postings
         """The writer's BM25 postings in memory (None: keyword queries scan the fts tables)."""
         self._weights: tuple[tuple[str, ...], fts.QueryWeights | None] | None = None
@@ -211,7 +194,15 @@ class DuckReader:
             [path],
         ).fetchall()
         return [
-            ChunkStats(key, start, end, heading or "", day, int(count), _last(count, last))
+            ChunkStats(
+                key,
+                start,
+                end,
+                heading or "",
+                day,
+                int(count),
+                None if not count or last is None else LastRetrieval.from_fields(last),
+            )
             for key, start, end, heading, day, count, last in rows
         ]
 
@@ -275,10 +266,7 @@ class DuckReader:
     def keyword_top(
         self, terms: Sequence[str], limit: int, *, within: Sequence[int] | None = None
     ) -> list[KeywordHit]:
-        found = (
-            self._bm25(terms, limit, within)[:limit] if within is not None else self._bm25(terms, limit, None)
-        )
-        return [KeywordHit(*row) for row in found]
+        return [KeywordHit(*row) for row in self._bm25(terms, limit, within)[:limit]]
 
     def keyword_scores(self, terms: Sequence[str], ids: Sequence[int]) -> list[KeywordHit]:
         return [KeywordHit(*row) for row in self._bm25(terms, len(ids), ids)]

@@ -35,7 +35,7 @@ from mnemo.index.api import (
     IndexIdentity,
     PendingChunk,
 )
-from mnemo.index.duck import connect
+from mnemo.index.duck import connect, read_closed
 from mnemo.index.identity import identity_meta
 from mnemo.index.postings import PostingsCache
 from mnemo.index.reader import CountsMemo, DuckReader
@@ -432,15 +432,4 @@ class ChunkStore:
     @staticmethod
     def read_retrieval_table(path: Path) -> pa.Table | None:
         """The statistics of an index file that is not open (None when missing or unreadable)."""
-        if not path.exists():
-            return None
-        try:
-            con = connect(path, read_only=True, vss=False)  # never loads (or replays into) its HNSW index
-        except (duckdb.Error, OSError):
-            return None
-        try:
-            return con.execute("SELECT * FROM retrievals").to_arrow_table()
-        except duckdb.Error:
-            return None
-        finally:
-            con.close()
+        return read_closed(path, lambda con: con.execute("SELECT * FROM retrievals").to_arrow_table())
