@@ -78,11 +78,6 @@ class FeedbackBook:
     def session_turns(self, session_id: str) -> list[Turn]:
         return turns(read_events(transcript_path(self.root, session_id)))
 
-    def latest_turn(self, session_id: str) -> int:
-        """The number of the session's latest turn (0 when it has none)."""
-        found = self.session_turns(session_id)
-        return found[-1].number if found else 0
-
     def record(
         self,
         session_id: str,

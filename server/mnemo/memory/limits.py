@@ -46,6 +46,17 @@ def check_sources(sources: Sequence[str] | None) -> None:
         raise InvalidInput(f"'sources' may hold {', '.join(SOURCES)}, got {unknown!r}")
 
 
+def check_search(
+    query: str, max_results: object, sources: Sequence[str] | None, max_query_chars: int
+) -> tuple[str, int | None, list[str]]:
+    """A search's query (cut by :func:`cut_query`), its checked ``max_results`` and the notes so far;
+    raises :class:`InvalidInput` for a bad ``max_results`` or ``sources`` (``filters``: check_filters)."""
+    checked = check_max_results(max_results)
+    check_sources(sources)
+    query, cut = cut_query(query, max_query_chars)
+    return query, checked, [cut] if cut else []
+
+
 def check_line_range(from_line: object, lines: object) -> tuple[int | None, int | None]:
     """``from`` (1-based first line) and ``lines`` (how many): each ``None`` or 1 to :data:`MAX_LINE`."""
     return (

@@ -25,7 +25,7 @@ from mnemo.embeddings import Embedder, uses_bundled_english_model
 from mnemo.index.api import IndexIdentity
 from mnemo.index.identity import INDEX_FILE, chunker_id
 from mnemo.index.snapshot import Snapshot
-from mnemo.memory.limits import check_max_results, check_sources, cut_query
+from mnemo.memory.limits import check_search
 from mnemo.memory.reading import FileLines, read_lines
 from mnemo.memory.status import IndexStatus, SyncProgress, VectorProgress
 from mnemo.search import usefulness
@@ -114,11 +114,10 @@ class ReadOnlyMemory:
     ) -> SearchOutcome:
         """As :meth:`MemoryService.search`; ``sync``: raise WriterNeeded when a file changed since it was
         indexed (the writer's search syncs first), else search the index as it is."""
-        max_results = check_max_results(max_results)
-        check_sources(sources)
+        query, max_results, notes = check_search(
+            query, max_results, sources, self.settings.search.max_query_chars
+        )
         checked = check_filters(filters)
-        query, cut = cut_query(query, self.settings.search.max_query_chars)
-        notes = [cut] if cut else []
         snapshot, embedder = self._open()
         try:
             if sync and self._changed_on_disk(snapshot):

@@ -24,7 +24,7 @@ from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
 from mnemo.memory.background_vectors import PendingVectors
 from mnemo.memory.buffers import EditorBuffers, apply_edits
 from mnemo.memory.feedback import FeedbackBook, FeedbackResult
-from mnemo.memory.limits import check_max_results, check_sources, cut_query
+from mnemo.memory.limits import check_search
 from mnemo.memory.reading import FileLines, read_lines
 from mnemo.memory.recording import RetrievalRecorder
 from mnemo.memory.recovery import Recovery
@@ -249,11 +249,10 @@ class MemoryService:
         """``record=False``: an internal look-up (a duplicate check), not counted in retrieval statistics.
         ``filters``: a JSON object or :class:`~mnemo.search.filters.SearchFilters` (checked here).
         ``one_per_file``: only each file's best chunk (None: ``[search] one_per_file``)."""
-        max_results = check_max_results(max_results)
-        check_sources(sources)
+        query, max_results, notes = check_search(
+            query, max_results, sources, self.settings.search.max_query_chars
+        )
         checked = check_filters(filters)
-        query, cut = cut_query(query, self.settings.search.max_query_chars)
-        notes: list[str] = [cut] if cut else []
         outcome = self._recovering(
             lambda: self._search(
                 query,

@@ -94,7 +94,7 @@ def code_actions(ls: MnemoLanguageServer, params: types.CodeActionParams) -> lis
             )
         )
     if first == last:  # a memory line with near-duplicates in other files
-        found = consolidate.line_action(ls, rel, first)
+        found = consolidate.line_action(ls, rel, first, buffers)
         if found is not None:
             actions.append(found)
     actions.append(

@@ -71,13 +71,24 @@ def _description(proposal: Proposal) -> str:
     return f"one line per cluster ({how}); the other copies are removed"
 
 
-def _propose(ls: MnemoLanguageServer, use_model: bool) -> Proposal:
-    return ls.core.consolidator(use_model=use_model).propose(open_buffers(ls))
+async def _propose(ls: MnemoLanguageServer, use_model: bool) -> Proposal:
+    """The proposal, on a worker thread (core errors: RequestFailed)."""
+
+    def propose() -> Proposal:
+        return ls.core.consolidator(use_model=use_model).propose(open_buffers(ls))
+
+    try:
+        return await asyncio.to_thread(propose)
+    except (MnemoError, OSError) as exc:
+        raise protocol.RequestFailed(str(exc)) from exc
 
 
-def line_action(ls: MnemoLanguageServer, rel: str, line: int) -> types.CodeAction | None:
-    """ "Consolidate …" on a memory line (0-based ``line``) that has near-duplicates in other files."""
-    proposal = ls.core.consolidator(use_model=False).for_line(rel, line + 1, open_buffers(ls))
+def line_action(
+    ls: MnemoLanguageServer, rel: str, line: int, buffers: dict[str, str]
+) -> types.CodeAction | None:
+    """ "Consolidate …" on a memory line (0-based ``line``) that has near-duplicates in other files
+    (``buffers``: :func:`~mnemo.lsp.handlers.diagnostics.open_buffers`)."""
+    proposal = ls.core.consolidator(use_model=False).for_line(rel, line + 1, buffers)
     if proposal is None:
         return None
     merge = proposal.merges[0]
@@ -93,20 +104,14 @@ def register(server: MnemoLanguageServer) -> None:
     @server.feature(protocol.CONSOLIDATE)
     async def consolidate(ls: MnemoLanguageServer, params: Any) -> dict[str, Any]:
         p = protocol.ConsolidateParams.parse(params)
-        try:
-            proposal = await asyncio.to_thread(_propose, ls, p.use_model)
-        except (MnemoError, OSError) as exc:
-            raise protocol.RequestFailed(str(exc)) from exc
+        proposal = await _propose(ls, p.use_model)
         edit = get_converter().unstructure(workspace_edit(ls, proposal), types.WorkspaceEdit)
         return {**wire.consolidation(proposal), "edit": edit}
 
     @server.command(protocol.CMD_CONSOLIDATE)
     async def consolidate_command(ls: MnemoLanguageServer, *args: Any) -> dict[str, Any]:
         p = protocol.ConsolidateParams.parse(args[0] if args else {})
-        try:
-            proposal = await asyncio.to_thread(_propose, ls, p.use_model)
-        except (MnemoError, OSError) as exc:
-            raise protocol.RequestFailed(str(exc)) from exc
+        proposal = await _propose(ls, p.use_model)
         if not proposal.merges:
             ls.window_show_message(
                 types.ShowMessageParams(

@@ -12,7 +12,7 @@ from mnemo.errors import MnemoError
 from mnemo.lsp import protocol
 from mnemo.lsp.server import MnemoLanguageServer
 from mnemo.memory import citations
-from mnemo.memory.limits import InvalidInput, check_sources
+from mnemo.memory.limits import InvalidInput
 from mnemo.workspace.layout import WorkspacePathError
 
 
@@ -23,7 +23,6 @@ def register(server: MnemoLanguageServer) -> None:
         from mnemo.embeddings import EmbeddingError  # NumPy: loaded by then, not before `initialize`
 
         try:
-            check_sources(p.sources)
             outcome = await asyncio.to_thread(
                 ls.core.memory.search,
                 p.query,
