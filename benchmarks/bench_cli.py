@@ -1,17 +1,22 @@
 """`mnemo search` from the command line: CPU, wall time and peak RSS of the whole process, side by side.
 
-    python benchmarks/bench_cli.py [--files 2000] [--rounds 3] [--queries 4] [--before DIR] [--qmd]
+    python benchmarks/bench_cli.py [--files 2000] [--rounds 3] [--queries 4] [--before DIR] [--qmd] [--index]
 
 A synthetic English workspace of ``--files`` notes (benchmarks/synthetic.py) indexed in keyword mode
 (``embedding.provider = "none"``, as QMD's ``qmd search``) is searched by its needle questions, every
 system in turn, round after round (so a change of machine load hits all of them alike):
 
 - ``one-shot``: this tree's ``mnemo search --json -k 10`` with no server (the index opened read-only);
-- ``daemon``: the same with ``mnemo serve --daemon`` holding the index (its own CPU per search is
-  read from ``/proc`` and reported apart);
+- ``daemon``: the same with ``mnemo serve --daemon`` holding the index, warm (one call answered before
+  the timed ones; its own CPU per call is read from ``/proc`` and reported apart);
 - ``before``: the same command from another source tree (``--before``: e.g. ``git archive HEAD server``
   unpacked somewhere), run with ``PYTHONPATH`` pointing at it;
 - ``qmd``: ``qmd search --format json -n 10`` (``--qmd``; installed by benchmarks/peers/install.py).
+
+``--index`` also times indexing from the command line, round after round: a full index of a fresh copy
+of the workspace (mnemo: ``mnemo index`` with no index yet; QMD: ``qmd collection add`` into a fresh
+cache) and a no-op re-index of the unchanged workspace (``mnemo index`` alone and through the daemon;
+``qmd update``).
 
 CPU is user + system time of the process and its children (``wait4``), as ``/usr/bin/time`` reports
 it. Python's bytecode caches are written to a private folder first (an installed package has them).
@@ -51,6 +56,8 @@ class System:
     command: list[str]
     env: dict[str, str]
     cwd: Path | None = None
+    setup: str | None = None
+    """A shell command run before each sample, not timed (a fresh copy to index)."""
     samples: list[Sample] = field(default_factory=list)
     loads: list[str] = field(default_factory=list)
     server_cpu: list[float] = field(default_factory=list)
@@ -60,10 +67,12 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def run(system: System, query: str) -> Sample:
+def run(system: System, query: str | None) -> Sample:
+    if system.setup:
+        subprocess.run(system.setup, shell=True, check=True)
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [*system.command, query],
+        [*system.command, *([query] if query is not None else [])],
         env=system.env,
         cwd=system.cwd,
         stdout=subprocess.DEVNULL,
@@ -138,10 +147,57 @@ def measure(systems: list[System], daemon: System | None, queries: list[str], ro
             system.samples += [run(system, q) for q in queries]
         if daemon is not None:
             pid = start_daemon(ws, daemon.env)
+            run(daemon, queries[0])  # a warm server: its first answer builds what it keeps in memory
             daemon.loads.append(loadavg())
             before = process_cpu(pid)
             daemon.samples += [run(daemon, q) for q in queries]
             daemon.server_cpu.append((process_cpu(pid) - before) / len(queries))
+            stop_daemon(pid)
+
+
+def index_systems(ws: Path, root: Path, env: dict[str, str], qmd: bool) -> list[tuple[System, System]]:
+    """(full index, no-op re-index) command pairs; a full run starts from a fresh copy each time."""
+    fresh = root / "fresh"
+    clean = f"rm -rf {fresh} && cp -r {ws} {fresh} && rm -rf {fresh}/.mnemo"
+    mnemo_index = [sys.executable, "-m", "mnemo", "index"]
+    pairs = [
+        (
+            System("mnemo full index", [*mnemo_index, "-w", str(fresh)], env, setup=clean),
+            System("mnemo no-op re-index", [*mnemo_index, "-w", str(ws)], env),
+        )
+    ]
+    if qmd:
+        from benchmarks.peers.install import layout
+
+        peers = layout()
+        qroot = root / "qmd-index"
+        q = qmd_system(ws, qroot)
+        cli = q.command[1]
+        add = [str(peers.node), cli, "collection", "add", str(ws), "--name", "mem", "--mask", "**/*.md"]
+        reset = f"rm -rf {qroot / 'cache'} {qroot / 'config' / 'index.yml'}"
+        pairs.append(
+            (
+                System("qmd full index", add, q.env, cwd=q.cwd, setup=reset),
+                System("qmd no-op re-index", [str(peers.node), cli, "update"], q.env, cwd=q.cwd),
+            )
+        )
+    return pairs
+
+
+def measure_index(pairs: list[tuple[System, System]], daemon: System | None, rounds: int, ws: Path) -> None:
+    for _ in range(rounds):
+        for full, noop in pairs:
+            full.loads.append(loadavg())
+            full.samples.append(run(full, None))
+            noop.loads.append(loadavg())
+            noop.samples += [run(noop, None) for _ in range(3)]
+        if daemon is not None:
+            pid = start_daemon(ws, daemon.env)
+            run(daemon, None)
+            daemon.loads.append(loadavg())
+            before = process_cpu(pid)
+            daemon.samples += [run(daemon, None) for _ in range(3)]
+            daemon.server_cpu.append((process_cpu(pid) - before) / 3)
             stop_daemon(pid)
 
 
@@ -150,7 +206,7 @@ def report(systems: list[System], args: argparse.Namespace, chunks: str) -> str:
         f"`python benchmarks/bench_cli.py {' '.join(sys.argv[1:])}` ({args.files} notes, {chunks}, "
         f"{args.rounds} rounds x {args.queries} queries, medians)",
         "",
-        "| | CPU s (user+sys) | wall s | peak RSS MB | server CPU s per search | load (1/5/15 min) at each round |",
+        "| | CPU s (user+sys) | wall s | peak RSS MB | server CPU s per call | load (1/5/15 min) at each round |",
         "|---|---|---|---|---|---|",
     ]
     for s in systems:
@@ -175,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         "--qmd", action="store_true", help="also QMD (installed by benchmarks/peers/install.py)"
     )
     parser.add_argument("--no-daemon", action="store_true")
+    parser.add_argument(
+        "--index", action="store_true", help="also time a full index and a no-op re-index (and QMD's)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "cli.md")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="mnemo-bench-cli-") as tmp:
@@ -193,7 +252,21 @@ def main(argv: list[str] | None = None) -> int:
             systems.append(qmd_system(ws, Path(tmp) / "qmd"))
         daemon = None if args.no_daemon else System("mnemo via daemon (client)", command, env)
         measure(systems, daemon, queries, args.rounds, ws)
-        text = report([*systems, *([daemon] if daemon else [])], args, f"{status['chunks']:,} chunks")
+        shown = [*systems, *([daemon] if daemon else [])]
+        if args.index:
+            pairs = index_systems(ws, Path(tmp), env, args.qmd)
+            index_daemon = (
+                None
+                if args.no_daemon
+                else System(
+                    "mnemo no-op re-index via daemon (client)",
+                    [sys.executable, "-m", "mnemo", "index", "-w", str(ws)],
+                    env,
+                )
+            )
+            measure_index(pairs, index_daemon, args.rounds, ws)
+            shown += [s for pair in pairs for s in pair] + ([index_daemon] if index_daemon else [])
+        text = report(shown, args, f"{status['chunks']:,} chunks")
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text + "\n", encoding="utf-8")

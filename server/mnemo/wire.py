@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mnemo.memory.status import IndexStatus
     from mnemo.memory.turns import FeedbackResult
     from mnemo.policy.approvals import ApprovalRequest
-    from mnemo.search.hybrid import ScoreParts, SearchHit, SearchOutcome
+    from mnemo.search.results import ScoreParts, SearchHit, SearchOutcome
     from mnemo.security.audit import SecurityReport
     from mnemo.services import ServerStatus
 

@@ -25,7 +25,7 @@ from mnemo.gateway.rpc import BUSY, INVALID_PARAMS, SERVER_ERROR
 from mnemo.gateway.server import Gateway
 from mnemo.gateway.settings import gateway_settings_from_dict
 from mnemo.memory.reading import FileLines
-from mnemo.search.hybrid import ScoreParts, SearchHit, SearchOutcome
+from mnemo.search.results import ScoreParts, SearchHit, SearchOutcome
 
 from .conftest import TOKEN
 

@@ -273,7 +273,7 @@ def test_flush_command_reports_what_was_kept_and_rejected(
 def test_weak_nearest_neighbours_do_not_count_as_recall(tmp_path: Path) -> None:
     from mnemo.agent.context import ContextBuilder
     from mnemo.agent.sessions import SessionStore
-    from mnemo.search.hybrid import ScoreParts, SearchHit, SearchOutcome
+    from mnemo.search.results import ScoreParts, SearchHit, SearchOutcome
 
     def hit(path: str, text: float, vector: float | None) -> SearchHit:
         parts = ScoreParts(vector, text, 0.0, 1.0, 1.0, 0.3)

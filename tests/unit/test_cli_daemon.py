@@ -156,6 +156,8 @@ code = main(["search", "--json", "-w", sys.argv[1], "tomatoes"])
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 NOT_FOR_A_KEYWORD_SEARCH = (
+    "numpy",
+    "pyarrow",
     "pygls",
     "lsprotocol",
     "llama_cpp",
@@ -180,6 +182,54 @@ def test_a_one_shot_keyword_search_loads_only_what_it_needs(indexed: Path) -> No
         m for m in report["modules"] if any(m == p or m.startswith(p + ".") for p in NOT_FOR_A_KEYWORD_SEARCH)
     ]
     assert loaded == [], f"a one-shot keyword search imported {loaded}"
+
+
+def loaded_by(ws: Path, *argv: str) -> tuple[int, list[str]]:
+    """Run ``mnemo argv`` in a fresh interpreter: its exit code and every module it imported."""
+    script = (
+        "import json, sys\nfrom mnemo.cli.main import main\n"
+        "code = main(sys.argv[2:] + ['-w', sys.argv[1]])\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(ws), *argv], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return int(report["code"]), list(report["modules"])
+
+
+def test_a_command_a_running_server_answers_loads_no_index_code(indexed: Path) -> None:
+    with daemon(indexed):
+        for argv in (["search", "--json", "tomatoes"], ["status"], ["index"]):
+            code, modules = loaded_by(indexed, *argv)
+            assert code == 0
+            heavy = [m for m in modules if m.split(".")[0] in ("duckdb", "numpy", "pyarrow")]
+            heavy += [m for m in modules if m.startswith(("mnemo.index.snapshot", "mnemo.search.hybrid"))]
+            assert heavy == [], f"`mnemo {argv[0]}` through the daemon imported {heavy}"
+
+
+def test_a_no_op_index_opens_nothing_for_writing(indexed: Path) -> None:
+    index = indexed / ".mnemo" / "index.duckdb"
+    before = index.stat().st_mtime_ns
+    code, modules = loaded_by(indexed, "index")
+    assert code == 0
+    assert "mnemo.index.indexer" not in modules and "mnemo.memory.service" not in modules
+    assert index.stat().st_mtime_ns == before
+    files = json.loads(mnemo("status", "--json", "-w", str(indexed)).stdout)["files"]
+    done = mnemo("index", "-w", str(indexed))
+    assert done.returncode == 0 and f"indexed 0 changed file(s) of {files}," in done.stdout, done.stdout
+    # a changed note is not a no-op: the writer's path indexes it
+    (indexed / "memory" / "gardening.md").write_text("# Gardening\n\nBasil wants warm nights.\n")
+    done = mnemo("index", "-w", str(indexed))
+    assert done.returncode == 0 and "indexed 1 changed file(s)" in done.stdout, done.stdout
+    assert search_json(indexed, "basil")["results"][0]["path"] == "memory/gardening.md"
+    # so is a removed one, and --full always rebuilds
+    (indexed / "memory" / "gardening.md").unlink()
+    done = mnemo("index", "-w", str(indexed))
+    assert done.returncode == 0 and "removed 1" in done.stdout, done.stdout
+    done = mnemo("index", "--full", "-w", str(indexed))
+    assert done.returncode == 0 and "(full rebuild)" in done.stdout, done.stdout
 
 
 @pytest.mark.model

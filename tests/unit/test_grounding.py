@@ -15,7 +15,7 @@ from mnemo.agent import Agent, ScriptedProvider
 from mnemo.agent.grounding import NO_MEMORY, Grounder, content_words
 from mnemo.config import AgentSettings
 from mnemo.errors import MnemoError
-from mnemo.search.hybrid import ScoreParts, SearchHit
+from mnemo.search.results import ScoreParts, SearchHit
 
 TODAY = date(2026, 12, 1)
 FILES: dict[str, str | bytes] = {

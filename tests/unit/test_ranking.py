@@ -12,7 +12,8 @@ from mnemo.config import SearchSettings
 from mnemo.embeddings import NoneEmbedder
 from mnemo.index.api import ChunkRecord
 from mnemo.search import lines, ranking, select
-from mnemo.search.hybrid import HybridSearcher, ScoreParts, SearchHit, _Candidate
+from mnemo.search.hybrid import HybridSearcher, _Candidate
+from mnemo.search.results import ScoreParts, SearchHit
 from mnemo.text.terms import token_set
 
 

@@ -34,7 +34,7 @@ from mnemo.workspace.layout import WorkspacePathError
 from .tools import MemoryAccess, ReplyCitation
 
 if TYPE_CHECKING:
-    from mnemo.search.hybrid import SearchHit
+    from mnemo.search.results import SearchHit
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from mnemo.workspace.layout import WorkspacePathError, readable_in
 
 if TYPE_CHECKING:
     from mnemo.memory.reading import FileLines
-    from mnemo.search.hybrid import SearchHit, SearchOutcome
+    from mnemo.search.results import SearchHit, SearchOutcome
 
 log = logging.getLogger(__name__)
 

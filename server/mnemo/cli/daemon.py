@@ -44,7 +44,7 @@ def _index_dir(root: Path) -> Path:
 
 
 def _ping(index_dir: Path) -> dict[str, Any] | None:
-    from mnemo.memory.sharing import ask_writer
+    from mnemo.memory.writer_client import ask_writer
 
     got = ask_writer(index_dir, "ping", timeout_s=5.0)
     return dict(got) if isinstance(got, dict) else None

@@ -26,7 +26,7 @@ from mnemo.memory.limits import check_max_results
 
 if TYPE_CHECKING:
     from mnemo.memory.readonly import ReadOnlyMemory
-    from mnemo.search.hybrid import SearchOutcome
+    from mnemo.search.results import SearchOutcome
     from mnemo.services import Services
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def _read_only(args: argparse.Namespace) -> ReadOnlyMemory:
 
 def _ask_server(memory: ReadOnlyMemory, op: str, request: dict[str, Any], timeout_s: float = 120.0) -> Any:
     """A running server's answer (None: no server holds this workspace's index)."""
-    from mnemo.memory.sharing import ask_writer
+    from mnemo.memory.writer_client import ask_writer
 
     return ask_writer(memory.path.parent, op, request, timeout_s=timeout_s)
 
@@ -146,6 +146,34 @@ def _wait_for_server_vectors(memory: ReadOnlyMemory) -> None:
         time.sleep(1.0)
 
 
+def _print_unchanged(memory: ReadOnlyMemory) -> bool:
+    """Say so and return True when the index has nothing to do (checked read-only: a stat per file, no
+    writer opened); False when a sync has work or the index needs the writer's path."""
+    from mnemo.memory.readonly import WriterNeeded
+
+    started = time.monotonic()
+    try:
+        found = memory.unchanged()
+    except WriterNeeded as why:
+        log.info("indexing through the writer: %s", why)
+        return False
+    seconds = time.monotonic() - started
+    report = {
+        "files_seen": found.files,
+        "files_indexed": 0,
+        "files_removed": 0,
+        "chunks_embedded": 0,
+        "chunks_reused": 0,
+        "seconds": seconds,
+        "rebuilt": False,
+        "keyword_seconds": seconds,
+        "chunks_pending": 0,
+        "problems": found.problems,
+    }
+    _print_report(report)
+    return True
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -157,6 +185,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         _print_report(served)
         if args.wait and served["chunks_pending"]:
             _wait_for_server_vectors(memory)
+        return 0
+    if not args.full and args.backend in (None, "duckdb") and _print_unchanged(memory):
         return 0
     services = _writer_services(args)
     try:

@@ -6,12 +6,15 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # NumPy is loaded where vectors are computed: a keyword one-shot search never loads it
+    import numpy as np
+    import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float32]
+    FloatArray = npt.NDArray[np.float32]
+else:
+    FloatArray = "numpy.ndarray[float32]"  # a name for annotations; nothing uses it at run time
 T = TypeVar("T")
 
 CACHE_ENV = "MNEMO_CACHE_DIR"
@@ -124,6 +127,8 @@ def split_words_by_budget(text: str, budget: int) -> list[str]:
 
 def l2_normalize(vectors: npt.ArrayLike) -> FloatArray:
     """Rows scaled to unit length (all-zero rows stay zero)."""
+    import numpy as np
+
     arr = np.asarray(vectors, dtype=np.float32)
     if arr.ndim != 2:
         raise EmbeddingError(f"expected a 2-D array of vectors, got shape {arr.shape}")
@@ -143,6 +148,8 @@ def embed_windowed(
     Each window's unit vector is weighted by its length (in tokens), the weighted mean re-normalised;
     a text that fits in one window simply gets that window's vector. ``dims`` 0: taken from the vectors.
     """
+    import numpy as np
+
     flat: list[T] = []
     owners: list[int] = []
     weights: list[float] = []

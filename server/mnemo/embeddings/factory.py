@@ -6,8 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .base import Embedder, EmbeddingError, FloatArray, default_cache_dir, heuristic_token_count
 
 if TYPE_CHECKING:
@@ -35,6 +33,8 @@ class NoneEmbedder:
     def embed(self, texts: Sequence[str]) -> FloatArray:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not a single str")
+        import numpy as np
+
         return np.zeros((len(texts), 0), dtype=np.float32)
 
     def close(self) -> None:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from mnemo.memory.status import IndexStatus
     from mnemo.memory.turns import FeedbackResult
     from mnemo.policy.approvals import ApprovalQueue, ApprovalRequest
-    from mnemo.search.hybrid import SearchOutcome
+    from mnemo.search.results import SearchOutcome
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,10 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: a keyword one-shot search never loads NumPy
+    import numpy as np
 
 from mnemo.workspace.layout import MEMORY_FILES  # the ``memory`` filter kind's files; re-exported
 

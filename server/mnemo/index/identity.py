@@ -4,13 +4,12 @@ heavier modules: a one-shot reader (:mod:`mnemo.index.snapshot`) checks it befor
 from __future__ import annotations
 
 from mnemo.config import ChunkingSettings
+from mnemo.index import INDEX_FILE  # noqa: F401  (re-exported: its older home)
 from mnemo.index.api import IndexIdentity
 from mnemo.markdown.chunker import CHUNKER_VERSION
 from mnemo.text.terms import TERMS_VERSION
 
 SCHEMA_VERSION = "3"
-INDEX_FILE = "index.duckdb"
-"""The index file's name in the index folder (``[index] dir``, ``.mnemo/`` by default)."""
 
 
 def chunker_id(chunking: ChunkingSettings) -> str:

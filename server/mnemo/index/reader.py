@@ -10,10 +10,15 @@ generation against a swap while it is used.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import numpy as np
+
+if TYPE_CHECKING:  # NumPy is loaded by the reads that return vectors: a keyword one-shot never does
+    import numpy as np
+
+    from mnemo.index.postings import PostingsCache
+    from mnemo.index.vector_cache import VectorCache
 
 from mnemo.index import fts
 from mnemo.index.api import (
@@ -28,8 +33,6 @@ from mnemo.index.api import (
     LastRetrieval,
     VectorHit,
 )
-from mnemo.index.postings import PostingsCache
-from mnemo.index.vector_cache import VectorCache
 
 _MEMORY = "(" + ", ".join(f"'{name}'" for name in MEMORY_FILES) + ")"
 _KIND_SQL = {
@@ -101,6 +104,8 @@ def _record(row: tuple[Any, ...], embedding: np.ndarray | None = None) -> ChunkR
 def _vectors(column: Any) -> list[np.ndarray]:
     """A FLOAT[n] column from ``fetchnumpy`` (NumPy arrays already: a Python list of 384 floats per row,
     as ``fetchall`` gives, costs several times more) as float32 rows."""
+    import numpy as np
+
     return [np.asarray(vector, dtype=np.float32) for vector in column]
 
 

@@ -16,7 +16,7 @@ from mnemo.index.api import FileProblem
 from mnemo.index.feedback import RetrievedChunk
 from mnemo.memory.status import IndexStatus, SyncProgress, VectorProgress
 from mnemo.memory.turns import FeedbackResult
-from mnemo.search.hybrid import ScoreParts, SearchHit, SearchOutcome
+from mnemo.search.results import ScoreParts, SearchHit, SearchOutcome
 
 
 def encode_outcome(outcome: SearchOutcome) -> dict[str, Any]:

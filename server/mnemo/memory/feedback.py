@@ -37,7 +37,7 @@ from mnemo.memory.turns import (
     turns,
 )
 from mnemo.search import usefulness
-from mnemo.search.hybrid import SearchOutcome
+from mnemo.search.results import SearchOutcome
 
 log = logging.getLogger(__name__)
 

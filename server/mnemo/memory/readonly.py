@@ -17,24 +17,34 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 from mnemo.config import ConfigProblem, Settings
-from mnemo.embeddings import Embedder, uses_bundled_english_model
-from mnemo.index.api import IndexIdentity
-from mnemo.index.identity import INDEX_FILE, chunker_id
-from mnemo.index.snapshot import Snapshot
+from mnemo.index import INDEX_FILE
 from mnemo.memory.limits import check_search
 from mnemo.memory.reading import FileLines, read_lines
 from mnemo.memory.status import IndexStatus, SyncProgress, VectorProgress
-from mnemo.search import usefulness
-from mnemo.search.filters import check_filters
-from mnemo.search.hybrid import HybridSearcher, SearchOutcome
 from mnemo.workspace.layout import Workspace
 
-EmbedderFor = Callable[[IndexIdentity | None], Embedder]
+if TYPE_CHECKING:  # imported by the calls that open the index: a command a server answers loads none
+    from mnemo.embeddings import Embedder
+    from mnemo.index.api import IndexIdentity
+    from mnemo.index.snapshot import Snapshot
+    from mnemo.search.results import SearchOutcome
+
+EmbedderFor: TypeAlias = "Callable[[IndexIdentity | None], Embedder]"
 """Builds the configured embedder (nothing loaded); given the index's identity for ``provider = auto``."""
+
+
+@dataclass(frozen=True)
+class UpToDate:
+    """An index with nothing to do: how many files it holds and those indexed with a problem."""
+
+    files: int
+    problems: list[tuple[str, str]]
 
 
 class WriterNeeded(Exception):
@@ -69,6 +79,9 @@ class ReadOnlyMemory:
     def _open(self) -> tuple[Snapshot, Embedder]:
         """The snapshot and this workspace's embedder when the index is complete and of this model and
         chunker; raises WriterNeeded otherwise."""
+        from mnemo.index.identity import chunker_id
+        from mnemo.index.snapshot import Snapshot
+
         if self.settings.index.backend != "duckdb":
             raise WriterNeeded(f"the index is in {self.settings.index.backend}, not a local file")
         snapshot = Snapshot.open(self.path)
@@ -114,6 +127,11 @@ class ReadOnlyMemory:
     ) -> SearchOutcome:
         """As :meth:`MemoryService.search`; ``sync``: raise WriterNeeded when a file changed since it was
         indexed (the writer's search syncs first), else search the index as it is."""
+        from mnemo.embeddings import uses_bundled_english_model
+        from mnemo.search import usefulness
+        from mnemo.search.filters import check_filters
+        from mnemo.search.hybrid import HybridSearcher
+
         query, max_results, notes = check_search(
             query, max_results, sources, self.settings.search.max_query_chars
         )
@@ -156,6 +174,24 @@ class ReadOnlyMemory:
         if snapshot.identity.dims == 0:
             outcome.notes.append("keyword-only mode: no embedding provider (embedding.provider = none)")
         return outcome
+
+    def unchanged(self) -> UpToDate:
+        """What `mnemo index` finds when there is nothing to do: every file on disk as it was indexed,
+        every chunk with its vector, the index of this model and chunker. Raises WriterNeeded when a
+        sync has work (the writer's path does it), so a no-op re-index opens nothing for writing and
+        loads no indexer."""
+        snapshot, _ = self._open()
+        try:
+            if self._changed_on_disk(snapshot):
+                raise WriterNeeded("files changed since they were indexed")
+            reader = snapshot.reader()
+            counts = reader.counts()
+            if snapshot.identity.dims > 0 and counts.pending:
+                raise WriterNeeded(f"{counts.pending:,} chunk(s) wait for vectors")
+            problems = reader.file_problems()
+        finally:
+            snapshot.close()
+        return UpToDate(counts.files, [(p.path, p.problem) for p in problems])
 
     def status(self) -> IndexStatus:
         """As :meth:`MemoryService.status` for an index no process is writing."""

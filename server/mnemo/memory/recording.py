@@ -14,7 +14,7 @@ import pyarrow as pa
 from mnemo.index.indexer import Indexer
 from mnemo.index.store import ChunkStore
 from mnemo.memory.retrievals import RetrievalLog
-from mnemo.search.hybrid import SearchOutcome
+from mnemo.search.results import SearchOutcome
 
 log = logging.getLogger(__name__)
 

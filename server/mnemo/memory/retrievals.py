@@ -15,7 +15,7 @@ from datetime import datetime
 import duckdb
 
 from mnemo.index.store import ChunkStore
-from mnemo.search.hybrid import SearchOutcome
+from mnemo.search.results import SearchOutcome
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,8 @@ from mnemo.memory.recording import RetrievalRecorder
 from mnemo.memory.recovery import Recovery
 from mnemo.memory.status import IndexState, IndexStatus, not_built, read_status
 from mnemo.search.filters import SearchFilters, check_filters
-from mnemo.search.hybrid import HybridSearcher, SearchOutcome
+from mnemo.search.hybrid import HybridSearcher
+from mnemo.search.results import SearchOutcome
 from mnemo.workspace.layout import Workspace
 
 log = logging.getLogger(__name__)

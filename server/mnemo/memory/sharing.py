@@ -11,7 +11,7 @@ starts while a gateway or a daemon holds the lease, it asks it to *yield*; a gat
 drops the lease and follows, a daemon exits. When the writer exits, the lease is free, and the next
 follower call takes it over (and re-syncs the index).
 
-The command line is a client too (:func:`ask_writer`): `mnemo search`, `get`, `status` and `index` ask
+The command line is a client too (:func:`mnemo.memory.writer_client.ask_writer`): `mnemo search`, `get`, `status` and `index` ask
 the writer when one runs (the editor's server, the gateway, or `mnemo serve --daemon`, which holds the
 lease for scripts and exits after idle minutes), and work alone otherwise. A writer record whose socket
 no longer answers (the writer was killed) is ignored.
@@ -22,13 +22,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import json
 import logging
 import os
-import socket
 import socketserver
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -40,73 +37,24 @@ from mnemo.memory import codec
 from mnemo.memory.reading import FileLines
 from mnemo.memory.status import IndexStatus
 from mnemo.memory.turns import FeedbackResult
-from mnemo.search.hybrid import SearchOutcome
+from mnemo.memory.writer_client import (
+    INFO_FILE,
+    LOCK_FILE,
+    MAX_LINE,
+    call,
+    socket_path_for,
+    writer_record,
+)
+from mnemo.search.results import SearchOutcome
 
 if TYPE_CHECKING:  # the command line's client (ask_writer) loads no index machinery
     from mnemo.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = "writer.lock"
-INFO_FILE = "writer.json"
-MAX_LINE = 4_000_000
 YIELD_WAIT_S = 15.0
 YIELDING_ROLES = ("gateway", "daemon")
 """Writers that hand the index to an editor's server when it starts."""
-
-
-def socket_path_for(index_dir: Path) -> Path:
-    """``<index dir>/memory.sock``, or a per-user temp path when that is too long for a Unix socket."""
-    path = index_dir / "memory.sock"
-    if len(str(path)) < 100:
-        return path
-    digest = hashlib.sha256(str(index_dir).encode()).hexdigest()[:16]
-    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"mnemo-{os.getuid()}"
-    base.mkdir(mode=0o700, exist_ok=True)
-    return base / f"{digest}.sock"
-
-
-def _call(path: Path, request: dict[str, Any], timeout_s: float = 120.0) -> Any:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout_s)
-        sock.connect(str(path))
-        sock.sendall(json.dumps(request).encode("utf-8") + b"\n")
-        with sock.makefile("rb") as stream:
-            line = stream.readline(MAX_LINE)
-    if not line:
-        raise ConnectionError("the index writer closed the connection")
-    reply = json.loads(line)
-    if not reply.get("ok"):
-        raise MnemoError(str(reply.get("error", "the index writer failed")))
-    return reply.get("result")
-
-
-def writer_record(index_dir: Path) -> dict[str, Any] | None:
-    """What the last writer of ``index_dir`` recorded (pid, role, socket); it may have exited since."""
-    try:
-        return dict(json.loads((index_dir / INFO_FILE).read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return None
-
-
-def ask_writer(
-    index_dir: Path, op: str, args: dict[str, Any] | None = None, *, timeout_s: float = 120.0
-) -> Any | None:
-    """The running index writer's answer to ``op`` (its errors raise MnemoError); None when no writer
-    runs: no record, or a socket nobody listens on any more (a writer that was killed)."""
-    record = writer_record(index_dir)
-    if record is None or "socket" not in record:
-        return None
-    try:
-        return _call(Path(record["socket"]), {"op": op, "args": args or {}}, timeout_s=timeout_s)
-    except TimeoutError as exc:
-        raise IndexUnavailable(
-            f"the index writer (pid {record.get('pid')}, {record.get('role')}) did not answer in "
-            f"{timeout_s:.0f} s"
-        ) from exc
-    except (OSError, ValueError) as exc:  # refused or gone (killed), closing, or handing over
-        log.info("the index writer did not answer %s: %s", op, exc)
-        return None
 
 
 class SharedMemory:
@@ -173,7 +121,7 @@ class SharedMemory:
         holder = self.holder() or {}
         if self.role == "editor" and holder.get("role") in YIELDING_ROLES:
             try:
-                _call(Path(holder["socket"]), {"op": "yield", "role": self.role}, timeout_s=YIELD_WAIT_S)
+                call(Path(holder["socket"]), {"op": "yield", "role": self.role}, timeout_s=YIELD_WAIT_S)
             except (OSError, MnemoError, KeyError, ValueError) as exc:
                 log.warning("the %s did not yield the index: %s", holder.get("role"), exc)
             deadline = time.monotonic() + YIELD_WAIT_S
@@ -272,7 +220,7 @@ class SharedMemory:
             try:
                 if holder is None:
                     raise ConnectionError("no writer information")
-                return _call(Path(holder["socket"]), request)
+                return call(Path(holder["socket"]), request)
             except (OSError, ValueError, KeyError):
                 time.sleep(0.2)  # the writer is changing hands; try again (or take the lease)
         raise IndexUnavailable("the index writer (another mnemo process) is not answering; try again")

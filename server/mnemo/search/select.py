@@ -22,7 +22,7 @@ from mnemo.search import lines, ranking
 from mnemo.text.terms import token_set
 
 if TYPE_CHECKING:
-    from mnemo.search.hybrid import SearchHit
+    from mnemo.search.results import SearchHit
 
 SESSIONS = "sessions"
 BELOW_NOTES = (SESSIONS, "archive")

@@ -18,7 +18,7 @@ from mnemo.index.feedback import reader_tallies
 from mnemo.search import ranking, select
 
 if TYPE_CHECKING:
-    from mnemo.search.hybrid import SearchHit, SearchOutcome
+    from mnemo.search.results import SearchHit, SearchOutcome
 
 OVERFETCH = 2
 """With the prior on, a search ranks this many times more results, and keeps the best after the prior."""
