@@ -25,7 +25,7 @@ from .providers import ChatProvider, ProviderError
 from .providers.auto import ChatSelection
 from .providers.factory import selection_of
 from .reply import ChatReply, NewSession, SessionInfo, dedupe
-from .sessions import Session, SessionKind, SessionStore
+from .sessions import Session, SessionKind, SessionStore, transcript_rel
 from .steering import SteeringInbox, SteerState
 from .tool_calls import DeltaGate, parse_tool_call, split_thoughts
 from .tools import MemoryAccess, ToolBox, ToolGate, args_text
@@ -173,7 +173,7 @@ class Agent:
         reply = ChatReply("", session.id)
         context = self._maybe_compact(session, message, reply, cancel, today)
         citations = list(context.citations)
-        grounder = Grounder(self.grounding_mode(), self.memory, f"sessions/{session.id}.jsonl")
+        grounder = Grounder(self.grounding_mode(), self.memory, transcript_rel(session.id))
         recalled = context.recall.hits if context.recall is not None else None
         reply.grounding = grounder.before(message, recalled)
         if reply.grounding is not None:  # nothing relevant in memory: say so, do not ask the model

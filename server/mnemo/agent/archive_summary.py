@@ -29,6 +29,7 @@ from mnemo.errors import MnemoError
 
 from .grounding import content_words
 from .providers import ChatMessage, ChatProvider
+from .sessions import transcript_rel
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class Turn:
 
     @property
     def link(self) -> str:
-        return f"sessions/{self.session_id}.jsonl#turn-{self.number}"
+        return f"{transcript_rel(self.session_id)}#turn-{self.number}"
 
 
 @dataclass

@@ -24,11 +24,11 @@ from mnemo.workspace.layout import MEMORY_FILES, readable_in
 
 from .providers import ChatMessage, ChatProvider
 from .providers.base import MESSAGE_OVERHEAD_TOKENS
-from .sessions import Session
+from .sessions import Session, transcript_rel
 from .tools import MemoryAccess, ReplyCitation, citation_of, format_hits
 
 if TYPE_CHECKING:
-    from mnemo.search.hybrid import SearchHit
+    from mnemo.search.results import SearchHit
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class ContextBuilder:
         """The context for ``query``; ``recall``: this turn's recall from an earlier build (no new search)."""
         window = self.provider.context_window
         if recall is None:
-            recall = self.recall(query, session.kind == "private", f"sessions/{session.id}.jsonl")
+            recall = self.recall(query, session.kind == "private", transcript_rel(session.id))
         notes: list[str] = list(recall.notes)
         if window <= COMPACT_WINDOW:
             parts, hits = self._compact_parts(recall.hits, notes)

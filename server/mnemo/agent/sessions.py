@@ -45,6 +45,20 @@ SessionKind = Literal["private", "group"]
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
+def transcript_rel(session_id: str) -> str:
+    """A session's transcript as a workspace path (what citations and recall name)."""
+    return f"{SESSIONS_DIR}/{session_id}.jsonl"
+
+
+def session_id_of(rel_path: str) -> str | None:
+    """The session whose transcript ``rel_path`` is (``sessions/<id>.jsonl``), or None."""
+    prefix = SESSIONS_DIR + "/"
+    if not rel_path.startswith(prefix) or not rel_path.endswith(".jsonl"):
+        return None
+    session_id = rel_path[len(prefix) : -len(".jsonl")]
+    return session_id if _ID_RE.match(session_id) else None
+
+
 class SessionError(MnemoError):
     """A bad session id or a transcript that cannot be written."""
 

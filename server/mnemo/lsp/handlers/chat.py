@@ -51,10 +51,12 @@ async def _call(fn: Any, *args: Any, stop: threading.Event | None = None, **kwar
 
 def session_code_actions(ls: MnemoLanguageServer, uri: str) -> list[types.CodeAction]:
     """ "Flush this session's memory" on an open transcript (``sessions/<id>.jsonl``)."""
+    from mnemo.agent.sessions import session_id_of  # the agent package loads on the first chat
+
     rel = ls.core.workspace.rel_from_uri(uri) if ls.services is not None else None
-    if rel is None or not rel.startswith("sessions/") or not rel.endswith(".jsonl"):
+    session_id = session_id_of(rel) if rel is not None else None
+    if session_id is None:
         return []
-    session_id = rel[len("sessions/") : -len(".jsonl")]
     return [
         types.CodeAction(
             title="mnemo: save this session's durable memories (flush)",
