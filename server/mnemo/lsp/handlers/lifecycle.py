@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,26 @@ def _root_from(params: types.InitializeParams, server: MnemoLanguageServer) -> P
     return Path.cwd()
 
 
+STATUS_EVERY_S = 0.25
+"""Progress and ``mnemo/indexStatus`` during a sync at most this often (each file reports; a status
+reads the index's counts on the event loop), and always at the end."""
+
+
+class Throttle:
+    """True at most once per ``seconds`` (and always for the final call)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.last = -seconds
+
+    def due(self, *, final: bool = False) -> bool:
+        now = time.monotonic()
+        if not final and now - self.last < self.seconds:
+            return False
+        self.last = now
+        return True
+
+
 def _supports_progress(server: MnemoLanguageServer) -> bool:
     """``window.workDoneProgress`` in the client's capabilities (LSP: no create request without it)."""
     window = server.client_capabilities.window
@@ -62,7 +83,14 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
             token, types.WorkDoneProgressBegin(title="mnemo: indexing memory", percentage=0, cancellable=True)
         )
 
+    every = Throttle(STATUS_EVERY_S)
+
+    def send_status() -> None:
+        server.protocol.notify(protocol.INDEX_STATUS, wire.index_status(memory.status()))
+
     def report(done: int, total: int, current: str) -> None:
+        if not every.due(final=done >= total):  # called once a file: progress and status a few times a second
+            return
         if has_progress:
             pct = int(100 * done / total) if total else 100
             server.post(
@@ -70,7 +98,7 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
                     token, types.WorkDoneProgressReport(message=f"{done}/{total} {current}", percentage=pct)
                 )
             )
-        server.post(lambda: server.protocol.notify(protocol.INDEX_STATUS, wire.index_status(memory.status())))
+        server.post(send_status)
 
     server.index_cancel.clear()
     cancel_future = progress.tokens.get(token)
@@ -78,15 +106,18 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
         cancel_future.add_done_callback(lambda _f: server.index_cancel.set())
 
     def embedding(embedded: int, total: int) -> None:
+        if not every.due(final=embedded >= total):
+            return
         if has_progress and total:
             text = f"embedding {embedded:,}/{total:,} chunks (search is hybrid over those)"
             pct = int(100 * embedded / total)
             server.post(
                 lambda: progress.report(token, types.WorkDoneProgressReport(message=text, percentage=pct))
             )
-        server.post(lambda: server.protocol.notify(protocol.INDEX_STATUS, wire.index_status(memory.status())))
+        server.post(send_status)
 
     message = "done"
+    told = False  # the client has the final state and the listeners ran on it
     try:
         memory.embed_in_background(server.index_cancel)  # the sync returns once keywords are searchable
         report_ = await asyncio.to_thread(memory.sync, full=full, progress=report, cancel=server.index_cancel)
@@ -95,10 +126,12 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
         )
         for path, problem in report_.problems:
             log.warning("%s: %s", path, problem)
-        server.protocol.notify(protocol.INDEX_STATUS, wire.index_status(memory.status()))
+        send_status()
         for listener in server.index_listeners:
             listener()
+        told = True
         if report_.chunks_pending:
+            told = False  # the vectors change the state again
             done = await asyncio.to_thread(memory.wait_for_vectors, embedding, server.index_cancel)
             embedded, total = memory.vector_counts()
             message += f"; {embedded:,} of {total:,} chunks embedded" + ("" if done else " (paused)")
@@ -108,9 +141,10 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
     finally:
         if has_progress:
             progress.end(token, types.WorkDoneProgressEnd(message=message))
-        server.protocol.notify(protocol.INDEX_STATUS, wire.index_status(memory.status()))
-        for listener in server.index_listeners:
-            listener()
+        if not told:
+            send_status()
+            for listener in server.index_listeners:
+                listener()
 
 
 def register(server: MnemoLanguageServer) -> None:
