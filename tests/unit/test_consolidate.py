@@ -280,3 +280,26 @@ def test_cli_search_one_per_file(
     assert main(["search", "-w", str(root), "billing deploy", "--json", "--one-per-file"]) == 0
     one = [r["path"] for r in json.loads(capsys.readouterr().out)["results"]]
     assert sorted(one) == ["memory/2026-11-02.md", "memory/runbook.md"]
+
+
+def test_code_actions_reuse_the_word_proposal_until_a_memory_text_changes(
+    services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mnemo.editor import consolidation
+
+    calls: list[int] = []
+    clusters = consolidation.clusters
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return clusters(*args, **kwargs)
+
+    monkeypatch.setattr(consolidation, "clusters", counted)
+    first = Consolidator(services.memory, services.settings).for_line("MEMORY.md", 4)
+    again = Consolidator(services.memory, services.settings).for_line("MEMORY.md", 4)  # a new request
+    assert first is not None and again is not None and again.merges == first.merges
+    assert len(calls) == 1
+    root = services.workspace.root
+    (root / "memory/2026-11-02.md").write_text("# 2026-11-02\n\n- Something else entirely today.\n")
+    assert Consolidator(services.memory, services.settings).for_line("MEMORY.md", 4) is None
+    assert len(calls) == 2

@@ -44,6 +44,9 @@ MERGE_PROMPT = (
 
 _FILES: dict[tuple[str, str, int, int], tuple[str, list[MemoryLine]]] = {}
 """Text and memory lines of files on disk by (workspace, path, mtime, size): read once until they change."""
+_WORDS_ONLY: dict[str, tuple[object, Proposal]] = {}
+"""Per workspace root, the last word-only proposal and the memory texts it was made from (code actions
+build a consolidator per request)."""
 
 
 class ConsolidationConflict(MnemoError):
@@ -139,13 +142,29 @@ class Consolidator:
     def for_line(self, path: str, line: int, buffers: dict[str, str] | None = None) -> Proposal | None:
         """The proposal for the one cluster holding 1-based ``line`` of ``path`` (no model and words
         only: a code action must answer at once), or None when that line has no near-duplicate."""
-        proposal = self.propose(buffers, use_model=False, vectors=False)
+        proposal = self._words_only(buffers or {})
         for merge in proposal.merges:
             if any(m.path == path and m.line == line for m in merge.lines):
                 changes = consolidation.changes([merge])
                 before = {p: proposal.before[p] for p in changes}
                 return Proposal([merge], before, changes, "", proposal.notes)
         return None
+
+    def _words_only(self, buffers: dict[str, str]) -> Proposal:
+        """:meth:`propose` by words, no model, kept until a memory file's text changes: the editor asks
+        for each line's code actions, and clustering every memory line again for each is wasted."""
+        texts, lines = self._read(buffers)
+        key = (self.settings.memory.consolidate_threshold, tuple(sorted(texts.items())))
+        root = str(self.workspace.root)
+        last = _WORDS_ONLY.get(root)
+        if last is not None and last[0] == key:
+            return last[1]
+        found = consolidation.clusters(lines, self.settings.memory.consolidate_threshold, [])
+        merges = [self._merge(cluster, None) for cluster in found]
+        changes = consolidation.changes(merges)
+        proposal = Proposal(merges, {path: texts[path] for path in changes}, changes, "", [])
+        _WORDS_ONLY[root] = (key, proposal)
+        return proposal
 
     def apply(self, proposal: Proposal) -> list[str]:
         """Write the proposal's files; refused when one changed since (then nothing is written)."""
