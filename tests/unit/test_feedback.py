@@ -238,3 +238,26 @@ def test_cli_records_feedback_and_harvests(services: Any, capsys: pytest.Capture
     assert [(r["turn"], r["signal"], r["useful"]) for r in harvested] == [(1, "corrected", False)]
     assert main(["feedback", "-w", str(root), first.session_id, "--turn", "9", "--not-useful"]) == 1
     assert "turns 1-2, not 9" in capsys.readouterr().err
+
+
+def test_harvest_is_repaired_and_retried_as_any_other_write(
+    services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import duckdb
+
+    tool = '<tool_call>{"name": "memory_search", "arguments": {"query": "tomatoes sun watering"}}</tool_call>'
+    reply = _agent(services, services.workspace.root, tool, "Full sun.").chat("Anything about my garden?")
+    book = services.memory.feedback
+    real, calls = book.harvest, []
+
+    def failing_once(session_id: str) -> Any:
+        calls.append(session_id)
+        if len(calls) == 1:
+            raise duckdb.InternalException("injected: the database was invalidated")
+        return real(session_id)
+
+    monkeypatch.setattr(book, "harvest", failing_once)
+    repairs = services.memory.recovery.count
+    harvested = services.memory.harvest_feedback(reply.session_id)
+    assert [(r.turn, r.signal) for r in harvested] == [(1, "tool")]
+    assert len(calls) == 2 and services.memory.recovery.count == repairs + 1

@@ -15,10 +15,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Literal
 
 from mnemo.index.api import IndexReader
 from mnemo.index.indexer import Indexer
-from mnemo.index.pending import Cancel, StepResult
+from mnemo.index.pending import EMBED_BATCH, Cancel, StepResult
 from mnemo.memory.readonly import vectors_note
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,14 @@ SEARCH_FIRST_S = 2.0
 """How long the embedding thread waits for running searches before it embeds its next text."""
 RETRY_AFTER_S = 5.0
 """After a failed batch (the index busy or being repaired), the thread waits this long or for a wake."""
+FEW_PENDING = EMBED_BATCH
+"""``vectors="few"``: at most this many pending chunks are embedded before a read answers."""
+
+Vectors = Literal["wait", "background", "later", "few"]
+"""When a sync's pending chunks get their vectors (the keyword side is always committed first):
+``wait`` before it returns; ``background`` on the embedding thread (:meth:`MemoryService.embed_in_background`);
+``later`` not in this call; ``few`` now when at most FEW_PENDING are pending (a read: `mnemo search`),
+else later. Default: ``background`` once the thread was started, else ``wait``."""
 
 Step = Callable[[Cancel], StepResult | None]
 """Embed and commit one batch; None when nothing is pending."""

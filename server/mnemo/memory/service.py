@@ -12,16 +12,15 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import date
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import duckdb
 
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
 from mnemo.errors import IndexBusy, MnemoError
-from mnemo.index import pending
 from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
-from mnemo.memory.background_vectors import PendingVectors
+from mnemo.memory.background_vectors import FEW_PENDING, PendingVectors, Vectors
 from mnemo.memory.buffers import EditorBuffers, apply_edits
 from mnemo.memory.feedback import FeedbackBook, FeedbackResult
 from mnemo.memory.limits import check_search
@@ -40,15 +39,6 @@ STARTUP_WAIT_S = 30.0
 """How long a search at start-up waits for an existing index to open (not for a first build)."""
 PENDING_WAIT_S = 2.0
 """How long a search waits for the writer to apply pending edits before answering with a note."""
-
-FEW_PENDING = pending.EMBED_BATCH
-"""``vectors="few"``: at most this many pending chunks are embedded before a read answers."""
-
-Vectors = Literal["wait", "background", "later", "few"]
-"""When a sync's pending chunks get their vectors (the keyword side is always committed first):
-``wait`` before it returns; ``background`` on the embedding thread (:meth:`MemoryService.embed_in_background`);
-``later`` not in this call; ``few`` now when at most FEW_PENDING are pending (a read: `mnemo search`),
-else later. Default: ``background`` once the thread was started, else ``wait``."""
 
 T = TypeVar("T")
 
@@ -320,6 +310,10 @@ class MemoryService:
     def record_feedback(self, session_id: str, turn: int | None, useful: bool) -> FeedbackResult:
         """Whether a chat turn's recalled memories helped (:meth:`FeedbackBook.record`; None: the latest turn)."""
         return self._recovering(lambda: self.feedback.record(session_id, turn, useful))
+
+    def harvest_feedback(self, session_id: str) -> list[FeedbackResult]:
+        """A transcript's implicit signals (:meth:`FeedbackBook.harvest`), repaired as any other write."""
+        return self._recovering(lambda: self.feedback.harvest(session_id))
 
     def _searcher(self, one_per_file: bool | None) -> HybridSearcher:
         """The searcher, with ``one_per_file`` when a search asks otherwise than the settings."""

@@ -23,7 +23,7 @@ def harvest(ls: MnemoLanguageServer, session_id: str) -> None:
     import duckdb
 
     try:
-        ls.core.memory.feedback.harvest(session_id)
+        ls.core.memory.harvest_feedback(session_id)
     except (MnemoError, duckdb.Error, OSError) as exc:  # statistics: logged, never an error for the turn
         log.info("implicit feedback of session %s not recorded: %s", session_id, exc)
 
