@@ -221,6 +221,12 @@ class SessionStore:
         self.append(session, "flags", "", **{k: bool(v) for k, v in flags.items()})
         return session.flags
 
+    def mark(self, session_id: str, **flags: bool) -> dict[str, bool]:
+        """:meth:`set_flags` on the session as it is on disk now, after a running turn's appends in
+        this process, never between them (the LSP's markSession and `mnemo archive --mark-private`)."""
+        with self.lock(session_id):
+            return self.set_flags(self.load(session_id), **flags)
+
     def list(self) -> Iterator[Session]:
         if not self.dir.is_dir():
             return

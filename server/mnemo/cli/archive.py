@@ -82,7 +82,7 @@ def _mark(services: Any, marks: list[tuple[str, dict[str, bool]]], as_json: bool
     store = SessionStore(services.workspace.root)
     out = []
     for session_id, flags in marks:
-        now = store.set_flags(store.load(session_id), **flags)
+        now = store.mark(session_id, **flags)
         out.append(wire.session_flags(session_id, now))
         if not as_json:
             state = "private" if now.get("private") else "not private"

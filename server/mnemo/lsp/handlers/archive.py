@@ -69,13 +69,8 @@ def register(server: MnemoLanguageServer) -> None:
         p = protocol.MarkSessionParams.parse(params)
         flags = {k: v for k, v in (("private", p.private), ("archive", p.archive_consent)) if v is not None}
         store = ls.core.agent.store
-
-        def mark() -> dict[str, bool]:
-            with store.lock(p.session_id):  # after a running turn's appends, never between them
-                return store.set_flags(store.load(p.session_id), **flags)
-
         try:
-            found = await asyncio.to_thread(mark)
+            found = await asyncio.to_thread(lambda: store.mark(p.session_id, **flags))
         except MnemoError as exc:  # no such session, a bad id
             raise JsonRpcInvalidParams(str(exc)) from exc
         return wire.session_flags(p.session_id, found)
