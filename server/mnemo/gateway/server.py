@@ -7,10 +7,8 @@ whatever routes the enabled channels mount (``POST /hooks/<account>`` for the we
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import os
-import socket
 import ssl
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +19,7 @@ from aiohttp import web
 from mnemo import __version__, wire
 from mnemo.agent.sessions import SessionStore
 from mnemo.errors import MnemoError
+from mnemo.policy.hosts import is_loopback_host
 
 from .auth import Authenticator
 from .channels.base import BUILT_IN, Channel, ChannelError, load_channel_class
@@ -61,17 +60,8 @@ class BindRefused(MnemoError):
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        try:
-            return all(
-                ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None)
-            )
-        except (OSError, ValueError):
-            return False
+    """Only this machine can reach ``host`` (a name counts when all its addresses are loopback)."""
+    return is_loopback_host(host, resolve=True)
 
 
 def check_bind(host: str, auth_configured: bool, *, tls: bool = False, require_tls: bool = False) -> None:

@@ -20,6 +20,7 @@ from mnemo.gateway.settings import MethodRules
 from mnemo.policy import binaries, destructive, inline
 from mnemo.policy.audit import AuditLog
 from mnemo.policy.gate import verify_audit
+from mnemo.policy.hosts import is_loopback_host
 from mnemo.policy.outbound import redact_outbound
 from mnemo.policy.rules import PolicyConfig, check
 from mnemo.policy.sandbox import INSTALL_HINT, SandboxUnavailable, run_sandboxed
@@ -65,14 +66,8 @@ class Finding:
 
 
 def host_is_loopback(host: str) -> bool:
-    """Whether ``host`` (a name or address, no lookup) is this machine only."""
-    host = host.strip("[]")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    """Whether ``host`` (a name or address as configured, no lookup) is this machine only."""
+    return is_loopback_host(host)
 
 
 # -- policy: rules that let dangerous programs run without asking ----------------------------------

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from mnemo.policy.hosts import url_is_loopback
 from mnemo.policy.outbound import redact_outbound_many
 
 from .base import ChatMessage, ChatStream, DeltaSource, ProviderError, TokenCache, estimate_tokens
@@ -27,14 +28,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080/v1"
 DEFAULT_WINDOW = 8192
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
-
-
-def is_loopback(url: str) -> bool:
-    try:
-        return httpx.URL(url).host in LOOPBACK_HOSTS
-    except httpx.InvalidURL:
-        return False
 
 
 class OpenAIChatProvider:
@@ -60,7 +53,7 @@ class OpenAIChatProvider:
         # OpenAI's own API refuses fields it does not know: repeat_penalty (llama.cpp's) goes to loopback
         # servers only; the OpenAI penalties only when set.
         self._sampling: dict[str, float] = {}
-        if repeat_penalty != 1.0 and is_loopback(self.endpoint):
+        if repeat_penalty != 1.0 and url_is_loopback(self.endpoint):
             self._sampling["repeat_penalty"] = repeat_penalty
         if frequency_penalty:
             self._sampling["frequency_penalty"] = frequency_penalty
