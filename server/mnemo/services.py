@@ -253,7 +253,7 @@ class Services:
 
 def gateway_origins(table: Path) -> dict[str, str]:
     """Transcript id -> gateway session key, for every generation the gateway's session table knows."""
-    from mnemo.gateway.routing import session_id_for
+    from mnemo.agent.session_keys import session_id_for
     from mnemo.gateway.session_table import SessionTable
 
     if not table.is_file():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from mnemo.gateway.routing import InboundMessage, Router, session_id_for
+from mnemo.agent.session_keys import session_id_for
+from mnemo.gateway.routing import InboundMessage, Router
 from mnemo.gateway.session_table import SessionTable, is_stale
 from mnemo.gateway.settings import SessionPolicy, gateway_settings_from_dict
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from mnemo.agent.archive import ArchiveBusy, SessionArchiver
-from mnemo.agent.archive_format import parse_session_key
 from mnemo.agent.archive_summary import Turn, excerpts, model_summary
 from mnemo.agent.context import ContextBuilder
 from mnemo.agent.providers import ChatMessage, ScriptedProvider
+from mnemo.agent.session_keys import parse_session_key
 from mnemo.agent.sessions import SessionStore
 from mnemo.agent.tools import ToolBox
 from mnemo.config import SessionsSettings

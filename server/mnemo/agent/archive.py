@@ -39,6 +39,7 @@ from mnemo.memory.limits import InvalidInput
 from . import archive_format as fmt
 from .archive_summary import Summary, Turn, excerpts, extractive_summary, model_summary
 from .providers import ChatProvider
+from .session_keys import base_id
 from .sessions import SESSIONS_DIR, Session, SessionError, SessionStore
 
 log = logging.getLogger(__name__)
@@ -257,7 +258,7 @@ class SessionArchiver:
             if any(month is None or m == month for m in finished):
                 report.skipped.append((session.id, why))
             return None
-        origin = fmt.origin_of(session.id, origins.get(fmt.base_id(session.id)))
+        origin = fmt.origin_of(session.id, origins.get(base_id(session.id)))
         for name in finished:
             if month is None or name == month:
                 slot = months.setdefault((folder, name), _Month(folder, session.kind, origin))

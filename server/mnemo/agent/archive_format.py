@@ -18,61 +18,20 @@ from dataclasses import dataclass
 from mnemo.search.filters import channel_tag
 
 from .archive_summary import QUOTE_CHARS, REPLY_CHARS, Summary, Turn, one_line
+from .session_keys import Origin, gateway_base, parse_session_key
 
 EDITOR = "editor"
-_RESET = re.compile(r"-reset-\d+$")
-"""The suffix :meth:`mnemo.agent.sessions.SessionStore.archive` gives a transcript moved aside."""
-_GATEWAY = re.compile(r"^gw-(.+-[0-9a-f]{10})(?:-\d+)?$")
-"""A gateway transcript id: ``gw-<readable key>-<digest>[-<generation>]`` (mnemo.gateway.routing)."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Who a conversation was with, as the archive's front matter says."""
-
-    channel: str
-    peer: str = ""
-    group: str = ""
-    account: str = ""
-    agent: str = ""
-    thread: str = ""
-    session_key: str = ""
-
-
-def base_id(session_id: str) -> str:
-    """The transcript id without the suffix a reset gave it."""
-    return _RESET.sub("", session_id)
 
 
 def archive_dir(session_id: str, kind: str) -> str:
     """``<context>-<key>``: the folder under ``sessions/`` of this transcript's archives."""
-    found = _GATEWAY.match(base_id(session_id))
-    return f"{kind}-{found.group(1) if found else EDITOR}"
-
-
-def parse_session_key(key: str) -> Origin:
-    """A gateway session key (``agent:<id>:<channel>:<account>:dm:<peer>``, ``…:group:<g>[:thread:<t>]``,
-    ``agent:<id>:dm:<peer>``, ``agent:<id>:main``) as an :class:`Origin`."""
-    parts = key.split(":")
-    if len(parts) < 3 or parts[0] != "agent":
-        return Origin("gateway", session_key=key)
-    agent, rest = parts[1], parts[2:]
-    if rest == ["main"]:
-        return Origin("all", agent=agent, session_key=key)
-    if rest[0] == "dm":
-        return Origin("all", peer=":".join(rest[1:]), agent=agent, session_key=key)
-    if len(rest) >= 4 and rest[2] == "dm":
-        return Origin(rest[0], peer=":".join(rest[3:]), account=rest[1], agent=agent, session_key=key)
-    if len(rest) >= 4 and rest[2] == "group":
-        group, _, thread = ":".join(rest[3:]).partition(":thread:")
-        return Origin(rest[0], group=group, account=rest[1], agent=agent, thread=thread, session_key=key)
-    return Origin("gateway", agent=agent, session_key=key)
+    return f"{kind}-{gateway_base(session_id) or EDITOR}"
 
 
 def origin_of(session_id: str, session_key: str | None) -> Origin:
     """The origin of a transcript: the editor, a gateway conversation by its key, or an unknown one."""
-    if _GATEWAY.match(base_id(session_id)) is None:
+    if gateway_base(session_id) is None:
         return Origin(EDITOR)
     return parse_session_key(session_key) if session_key else Origin("gateway")
 

@@ -2,21 +2,16 @@
 
 Every channel turns its payloads into an :class:`InboundMessage`. The router tries the configured routes
 by the most specific field they match — peer, parent thread, guild, team, account, channel, in that
-order — and falls back to the default agent. The session key names the conversation:
-
-* direct messages: ``agent:<id>:main`` (dm_scope ``main``), ``agent:<id>:dm:<peer>`` (``per-peer``) or
-  ``agent:<id>:<channel>:<account>:dm:<peer>`` (``per-channel-peer``, the default);
-* groups: ``agent:<id>:<channel>:<account>:group:<group>`` and ``…:thread:<thread>`` inside a thread.
-
-Keys become transcript ids through :func:`session_id_for` (safe characters plus a hash).
+order — and falls back to the default agent. The session key names the conversation; its format,
+and the transcript id it becomes, are :mod:`mnemo.agent.session_keys`'s.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from mnemo.agent.session_keys import dm_key, group_key
 
 from .settings import ROUTE_FIELDS, GatewaySettings, RouteRule
 
@@ -105,22 +100,5 @@ class Router:
 
     def session_key(self, agent: str, m: InboundMessage, group: bool) -> str:
         if group:
-            key = f"agent:{agent}:{m.channel}:{m.account}:group:{m.group_id or m.peer}"
-            return key + (f":thread:{m.thread}" if m.thread else "")
-        scope = self.settings.agent(agent).sessions.dm_scope
-        if scope == "main":
-            return f"agent:{agent}:main"
-        if scope == "per-peer":
-            return f"agent:{agent}:dm:{m.peer}"
-        return f"agent:{agent}:{m.channel}:{m.account}:dm:{m.peer}"
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def session_id_for(session_key: str, generation: int = 0) -> str:
-    """A transcript id for a session key: readable, safe as a file name, unique by a hash of the key."""
-    digest = hashlib.sha256(session_key.encode("utf-8")).hexdigest()[:10]
-    readable = _UNSAFE.sub("-", session_key.removeprefix("agent:")).strip("-.")[:80] or "session"
-    suffix = f"-{generation}" if generation else ""
-    return f"gw-{readable}-{digest}{suffix}"
+            return group_key(agent, m.channel, m.account, m.group_id or m.peer, m.thread)
+        return dm_key(agent, self.settings.agent(agent).sessions.dm_scope, m.channel, m.account, m.peer)

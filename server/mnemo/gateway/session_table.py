@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .routing import session_id_for
+from mnemo.agent.session_keys import session_id_for
+
 from .settings import SessionPolicy
 
 log = logging.getLogger(__name__)
