@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from mnemo.index import fts
+from mnemo.index import fts, fts_build
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.search.ranking import text_score
 from mnemo.text.terms import query_terms, terms_string
@@ -192,3 +193,103 @@ def test_or_semantics(corpus: ChunkStore) -> None:
     # A chunk matching one of two query terms is still a hit.
     scores = _text_scores(corpus, "replication zanzibar")
     assert {"both", "rare"} <= scores.keys()
+
+
+def _extension_tables(store: ChunkStore) -> dict[str, object]:
+    """:func:`_fts_tables` of ``store`` after the extension's own ``create_fts_index`` (then undone)."""
+    store.con.execute("BEGIN TRANSACTION")
+    try:
+        store.con.execute(fts._CREATE)
+        return _fts_tables(store)
+    finally:
+        store.con.execute("ROLLBACK")
+
+
+def _bm25_by_key(store: ChunkStore, query: str) -> dict[str, float]:
+    """Scores from the extension's own ``match_bm25`` macro, which reads the fts tables."""
+    rows = store.con.execute(
+        "SELECT key, s FROM (SELECT key, fts_main_chunks.match_bm25(id, ?) AS s FROM chunks) "
+        "WHERE s IS NOT NULL",
+        [query],
+    ).fetchall()
+    return dict(rows)
+
+
+MIXED = [
+    "Running runners run; the runner's runs",
+    "",
+    "!!! ... ???",
+    "服务器集群部署 and 数据库 设计评审 服务器",
+    "memory_search getHTTPResponse2 CamelCase __init__ a--b",
+    "Привет мир café CAFÉ Straße ＡＰＩ ﬁle x²",
+    "مَرْحَبًا بالعالم हिन्दी 𝒜lpha 𠀀𠀁",
+    "generalization generalize general generally",
+]
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_rebuild_equals_the_extensions_build(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    rows = [_row(f"m{i}", text) for i, text in enumerate(MIXED)]
+    rows += [_row(f"r{i}", _random_text(rng)) for i in range(40)]
+    store = _fresh(tmp_path / "x.duckdb", rows)
+    try:
+        assert _fts_tables(store) == _extension_tables(store)
+        for query in ["run", "服务器", "café", "memory search", "general", "𝒜lpha"]:
+            terms = " ".join(query_terms(query))
+            ours = _bm25_by_key(store, terms)
+            store.con.execute("BEGIN TRANSACTION")
+            store.con.execute(fts._CREATE)
+            theirs = _bm25_by_key(store, terms)
+            store.con.execute("ROLLBACK")
+            assert ours and ours.keys() == theirs.keys(), query
+            for key, score in theirs.items():
+                assert ours[key] == pytest.approx(score, rel=1e-12), (query, key)
+    finally:
+        store.con.close()
+
+
+def test_rebuild_replaces_what_was_there(tmp_path: Path) -> None:
+    store = _fresh(tmp_path / "x.duckdb", [_row("a", "alpha beta"), _row("b", "beta gamma")])
+    try:
+        with store.transaction():
+            store.insert_chunks([_row("c", "gamma delta")], None, live=True)
+        before = _fts_tables(store)
+        store.con.execute(f"DELETE FROM {fts.SCHEMA}.docs")  # damage, as a crash might leave it
+        fts.rebuild(store.con)
+        assert _fts_tables(store) == before == _extension_tables(store)
+        assert len(before["docs"]) == 3  # type: ignore[arg-type]
+    finally:
+        store.con.close()
+
+
+def test_rebuild_of_no_chunks(tmp_path: Path) -> None:
+    store = _fresh(tmp_path / "x.duckdb", [])
+    try:
+        assert _fts_tables(store) == _extension_tables(store)
+        assert fts.search(store.con, ["alpha"], limit=10) == []
+    finally:
+        store.con.close()
+
+
+@pytest.mark.parametrize("n_terms", [1, 300, 70_000, 3_000_000])
+def test_document_frequencies_count_each_document_once(n_terms: int) -> None:
+    rng = np.random.default_rng(n_terms)
+    doc_ids = np.sort(rng.integers(0, 500, 20_000)).astype(np.int32)
+    term_ids = rng.integers(0, n_terms, 20_000).astype(np.int32)
+    want = np.zeros(n_terms, dtype=np.int64)
+    for term, _ in set(zip(term_ids.tolist(), doc_ids.tolist(), strict=True)):
+        want[term] += 1
+    assert np.array_equal(fts_build._document_frequencies(doc_ids, term_ids, n_terms), want)
+
+
+def test_rebuild_without_an_fts_schema_lets_the_extension_build_it(tmp_path: Path) -> None:
+    store = _fresh(tmp_path / "x.duckdb", [_row("a", "alpha beta"), _row("b", "running runs")])
+    try:
+        want = _fts_tables(store)
+        store.con.execute(f"DROP SCHEMA {fts.SCHEMA} CASCADE")
+        fts.rebuild(store.con)
+        assert _fts_tables(store) == want
+        assert set(_scores(store, ["run"])) == {"b"}
+    finally:
+        store.con.close()

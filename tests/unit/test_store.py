@@ -273,3 +273,35 @@ def test_reads_never_rebuild_and_switching_back_costs_nothing(  # type: ignore[n
         assert back.search("PostgreSQL").mode == "hybrid"
     finally:
         back.close()
+
+
+def test_a_build_is_one_transaction_until_its_indexes(tmp_path: Path) -> None:
+    from mnemo.index import fts
+    from mnemo.index import store as store_module
+    from mnemo.index.api import ChunkRow, FileMeta
+    from mnemo.text.terms import terms_string
+
+    def stage(store: ChunkStore, name: str, text: str) -> None:
+        path = f"memory/{name}.md"
+        row = ChunkRow(name, path, "memory", "evergreen", None, 1, 1, "", text, terms_string(text), name)
+        store.stage_file(
+            [row], None, (path, "evergreen", "memory", None, name, 1.0, 1, 1, None), [], FileMeta()
+        )
+
+    store = ChunkStore.create(tmp_path / "b.duckdb", IndexIdentity("none", "none", 0, "test"))
+    try:
+        for i in range(store_module.BUILD_BATCH_FILES + 1):  # one batch written, one file queued
+            stage(store, f"n{i}", f"note {i} about herons")
+        peer = store.reader()  # another connection: sees committed rows only
+        assert peer.execute("SELECT count(*) FROM chunks").fetchone() == (0,)
+        store.finish_indexes()
+        assert peer.execute("SELECT count(*) FROM chunks").fetchone() == (store_module.BUILD_BATCH_FILES + 1,)
+        assert len(fts.search(peer, ["herons"], limit=3)) == 3  # the fts tables are committed too
+        stage(store, "late", "a late note")
+        store.flush_staged()
+        with store.transaction():  # commits the open build transaction first
+            store.touch_file("memory/late.md", 2.0, 2)
+        assert peer.execute("SELECT mtime FROM files WHERE path = 'memory/late.md'").fetchone() == (2.0,)
+        peer.close()
+    finally:
+        store.con.close()

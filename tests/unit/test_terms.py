@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mnemo.text import terms as terms_module
 from mnemo.text.terms import (
     MAX_TERM_CHARS,
     TERMS_VERSION,
@@ -158,6 +159,97 @@ def test_terms_keep_to_letters_digits_marks_and_underscore(seed: int) -> None:
         assert not any(ch.isspace() for ch in term), term
         assert all(_allowed(ch) for ch in term), term
     assert terms_string(text).split() == terms
+
+
+def _reference_index_terms(text: str) -> list[str]:
+    """:func:`index_terms` as it was written first: the regex over the whole text, token by token."""
+    out: list[str] = []
+    if not text:
+        return out
+    text = unicodedata.normalize("NFKC", text)
+    for tok in terms_module._tokens_re(terms_module._has_astral(text)).findall(text):
+        if tok.isascii() and "_" not in tok and "-" not in tok:
+            low = tok.lower()
+            if low == tok or tok[1:] == low[1:]:
+                out.append(low[:MAX_TERM_CHARS])
+                continue
+        out.extend(terms_module._token_terms(tok))
+    return out
+
+
+_WORDS = [
+    "memory_search",
+    "memory-search",
+    "a--b",
+    "-x-",
+    "_-_",
+    "---",
+    "__init__",
+    "getHTTPResponse2",
+    "HTTPServer",
+    "iPhone",
+    "HELLO",
+    "Hello",
+    "v2",
+    "3.14",
+    "don't",
+    "src/mnemo/index.py",
+    "x-y-z",
+    "ＡＰＩ",
+    "ﬁle",
+    "x²",
+    "Straße",
+    "cafe\u0301",
+    "naïve",
+    "Привет",
+    "ΓΕΙΆ",
+    "مَرْحَبًا",
+    "हिन्दी",
+    "服务器集群",
+    "カタカナー",
+    "テスト・ケース",
+    "한국어",
+    "foo_设计_bar",
+    "API设计doc",
+    "ｶﾀｶﾅ",
+    "\U0001110c\U0001110b\U00011134",
+    "😀",
+    "𝒜lpha",
+    "𠀀𠀁",
+    "Ǆemo",
+    "ǅx",
+    "İstanbul",
+    "ß_ẞ",
+    "a" * 70,
+    "b" * 150,
+    "Camel" * 20,
+    "x-" * 40 + "y",
+    "é" * 120,
+]
+_GLUE = [" ", "  ", "\n", "\t", ", ", ". ", "-", "_", "/", "'", "\u00a0", "\u3000", "(", ")", "`", ""]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_index_terms_equals_the_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    ascii_only = seed % 3 == 0  # the translate-and-split path
+    words = [w for w in _WORDS if w.isascii()] if ascii_only else _WORDS
+    for _ in range(20):
+        text = "".join(rng.choice(words) + rng.choice(_GLUE) for _ in range(rng.randint(0, 40)))
+        if not ascii_only and rng.random() < 0.3:
+            text += "".join(chr(rng.randrange(0x20, 0x3100)) for _ in range(50))
+        want = _reference_index_terms(text)
+        assert index_terms(text) == want, text
+        assert index_terms(text) == want, text  # again, from the cache
+        assert terms_string(text) == " ".join(want)
+
+
+def test_a_full_term_cache_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terms_module._PieceTerms, "MAX_ENTRIES", 3)
+    text = "alpha Beta gammaDelta alpha epsilon_zeta eta theta Beta"
+    for _ in range(3):
+        assert index_terms(text) == _reference_index_terms(text)
+    assert len(terms_module._PIECE_TERMS) <= 3
 
 
 def test_version() -> None:

@@ -64,18 +64,21 @@ def extension_path(name: str) -> Path:
     return candidates[0]
 
 
-def connect(path: Path | str, *, read_only: bool = False, vss: bool = True) -> duckdb.DuckDBPyConnection:
+def connect(
+    path: Path | str, *, read_only: bool = False, vss: bool = True, threads: int = 2
+) -> duckdb.DuckDBPyConnection:
     """Open a database with fts and vss loaded offline; autoinstall is off so nothing is fetched.
 
     ``vss=False`` leaves an HNSW index unbound (never loaded): how a damaged one is read around
-    (see :mod:`mnemo.index.repair`)."""
+    (see :mod:`mnemo.index.repair`). ``threads=1`` for bulk writes: a second DuckDB thread spends more
+    CPU time than it saves on inserts of a few thousand rows (a full build used 1.3x the CPU with two)."""
     con = duckdb.connect(
         str(path),
         read_only=read_only,
         config={
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
-            "threads": 2,
+            "threads": threads,
         },
     )
     try:

@@ -5,11 +5,11 @@ into a new file that is swapped in atomically; another embedding model or chunke
 ``mnemo index`` asks (see :class:`mnemo.index.indexer.Indexer`). Crash damage is repaired on open
 without losing rows (:mod:`mnemo.index.repair`). The embedding cache keeps every model's vectors.
 
-BM25 uses DuckDB's fts extension: ``create_fts_index`` builds its tables (dict, docs, terms, stats) for
-a full index; an incremental edit updates those same tables in the edit's transaction, so an edit is
-searchable at once instead of after a full fts rebuild. Vectors live in a FLOAT[dims] column with an
-HNSW cosine index from the vss extension; a NULL vector is a chunk still waiting for the model
-(:mod:`mnemo.index.pending`), searched by keyword meanwhile.
+BM25 uses DuckDB's fts extension's tables (dict, docs, terms, stats), filled by
+:func:`mnemo.index.fts.rebuild` for a full index; an incremental edit updates those same tables in the
+edit's transaction, so an edit is searchable at once instead of after a full fts rebuild. Vectors live
+in a FLOAT[dims] column with an HNSW cosine index from the vss extension; a NULL vector is a chunk still
+waiting for the model (:mod:`mnemo.index.pending`), searched by keyword meanwhile.
 """
 
 from __future__ import annotations
@@ -121,6 +121,8 @@ class ChunkStore:
         self._staged_files: list[tuple[object, ...]] = []
         self._staged_pending: list[bool] = []
         self._staged_meta: list[tuple[str, FileMeta]] = []
+        self._build_open = False
+        """A full build's one transaction is open (see :meth:`flush_staged`)."""
         with contextlib.suppress(duckdb.Error):  # an index from before the table: added, no rebuild
             file_meta.ensure(con)
 
@@ -131,7 +133,8 @@ class ChunkStore:
         for stale in (path, repair.wal_path(path)):
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
-        con = connect(path)
+        # No vectors, no HNSW index: vss is not loaded (0.13 s). One thread: see connect.
+        con = connect(path, vss=identity.dims > 0, threads=1)
         for statement in _schema(identity.dims):
             con.execute(statement)
         con.executemany("INSERT INTO meta VALUES (?, ?)", list(identity_meta(identity).items()))
@@ -171,7 +174,9 @@ class ChunkStore:
 
     def finish_indexes(self) -> None:
         """Build the secondary indexes of a building file and mark it complete (slow part of a build)."""
-        fts.rebuild(self.con)
+        self.flush_staged()
+        fts.rebuild(self.con)  # in the build's transaction, if open: its rows are logged once
+        self._commit_build()
         self.postings.invalidate()
         self.vector_cache.invalidate()
         if self.identity.dims > 0:
@@ -187,7 +192,7 @@ class ChunkStore:
         self.con.close()
         replace_file(self.path, final_path)
         self.path = final_path
-        self.con = connect(final_path)
+        self.con = connect(final_path, vss=self.identity.dims > 0)
 
     def close(self, *, checkpoint: bool = True) -> None:
         """Close the file; ``checkpoint=False`` after DuckDB invalidated the database (nothing more is
@@ -208,6 +213,7 @@ class ChunkStore:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        self._commit_build()
         self.con.execute("BEGIN TRANSACTION")
         try:
             yield self.con
@@ -300,9 +306,9 @@ class ChunkStore:
         pending: Sequence[bool] = (),
         meta: FileMeta | None = None,
     ) -> None:
-        """Queue a file's chunks, ``files`` row and ``file_meta`` row (building index only); every BUILD_BATCH_FILES files,
-        and at :meth:`flush_staged`, they are written together. ``pending``: rows written without a
-        vector (see :mod:`mnemo.index.pending`)."""
+        """Queue a file's chunks, ``files`` row and ``file_meta`` row (building index only); every
+        BUILD_BATCH_FILES files, and at :meth:`flush_staged`, they are written together. ``pending``:
+        rows written without a vector (see :mod:`mnemo.index.pending`)."""
         self._staged_rows.extend(rows)
         if vectors is not None and len(rows):
             self._staged_vectors.append(vectors)
@@ -312,8 +318,18 @@ class ChunkStore:
         if len(self._staged_files) >= BUILD_BATCH_FILES:
             self.flush_staged()
 
+    def _commit_build(self) -> None:
+        if self._build_open:
+            self._build_open = False
+            self.con.execute("COMMIT")
+            self.counts_memo.changed()
+            self._vectors_changed = []  # a building index's caches are filled after finish_indexes
+
     def flush_staged(self) -> None:
-        """Write the queued files in one transaction: one chunk insert and one files insert."""
+        """Write the queued files (one chunk, files and file_meta insert) in the build's one transaction,
+        committed by :meth:`finish_indexes` (or the next :meth:`transaction`). Not one a batch: nothing
+        reads a building file, a crash discards it anyway, and each commit would write its rows to the
+        log once more before the checkpoint writes them to the file."""
         if not self._staged_files:
             return
         rows, files, pending = self._staged_rows, self._staged_files, self._staged_pending
@@ -321,13 +337,15 @@ class ChunkStore:
         self._staged_rows, self._staged_vectors, self._staged_files, self._staged_pending = [], [], [], []
         metas, self._staged_meta = self._staged_meta, []
         staged = _rows_table(files, _FILE_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
-        with self.transaction():
-            self.insert_chunks(rows, vectors, live=False, pending=pending)
-            self.con.execute(
-                "INSERT INTO files SELECT path, kind, source, CAST(day AS DATE), hash, mtime, size, chunks, "
-                "problem FROM staged"
-            )
-            file_meta.write_many(self.con, metas)
+        if not self._build_open:
+            self.con.execute("BEGIN TRANSACTION")
+            self._build_open = True
+        self.insert_chunks(rows, vectors, live=False, pending=pending)
+        self.con.execute(
+            "INSERT INTO files SELECT path, kind, source, CAST(day AS DATE), hash, mtime, size, chunks, "
+            "problem FROM staged"
+        )
+        file_meta.write_many(self.con, metas)
 
     def insert_chunks(
         self,

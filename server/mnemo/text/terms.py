@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import chain
 
 TERMS_VERSION = "1"
 
@@ -158,26 +159,55 @@ def _token_terms(tok: str) -> list[str]:
     return out
 
 
+def _plain_terms(tok: str) -> list[str]:
+    """The terms of one token of :func:`_tokens_re`."""
+    if tok.isascii() and "_" not in tok and "-" not in tok:  # a plain ASCII word
+        low = tok.lower()
+        if low == tok or tok[1:] == low[1:]:
+            return [_cut(low)]
+    return _token_terms(tok)
+
+
+class _PieceTerms(dict[str, str]):
+    """Piece of text -> its terms joined by spaces ("" for none), every token of the piece in order,
+    worked out once per distinct piece.
+
+    Words repeat a lot across a workspace: a full index looks up most of them here (a C-level dict
+    lookup) instead of running the per-token rules again. Bounded: cleared when full; a long piece (a
+    blob) is not kept."""
+
+    MAX_ENTRIES = 50_000
+    MAX_KEY_CHARS = 64
+
+    def __missing__(self, piece: str) -> str:
+        tokens = _tokens_re(_has_astral(piece)).findall(piece)  # a piece of hyphens only has none
+        terms = " ".join(chain.from_iterable(map(_plain_terms, tokens)))
+        if len(piece) <= self.MAX_KEY_CHARS:
+            if len(self) >= self.MAX_ENTRIES:
+                self.clear()
+            self[piece] = terms
+        return terms
+
+
+_PIECE_TERMS = _PieceTerms()
+_piece_terms = _PIECE_TERMS.__getitem__
+# ASCII characters that are never part of a word become spaces; the pieces between spaces are then word
+# runs, with hyphens, whose tokens are found by the same regex (``a--b``, ``-x-`` included).
+_ASCII_SEPARATORS = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c in "_-")})
+
+
+def _pieces(text: str) -> list[str]:
+    """Substrings of ``text`` whose tokens, in order, are the tokens of ``text``."""
+    if text.isascii():  # ASCII is NFKC already; splitting is many times faster than the regex
+        return text.translate(_ASCII_SEPARATORS).split()
+    text = unicodedata.normalize("NFKC", text)
+    tokens: list[str] = _tokens_re(_has_astral(text)).findall(text)
+    return tokens
+
+
 def index_terms(text: str) -> list[str]:
     """Every term occurrence of ``text``, in order (repeats kept, for BM25 term frequencies)."""
-    out: list[str] = []
-    if not text:
-        return out
-    text = unicodedata.normalize("NFKC", text)
-    append = out.append
-    extend = out.extend
-    cache: dict[str, list[str]] = {}  # words repeat a lot: each distinct one is worked out once
-    for tok in _tokens_re(_has_astral(text)).findall(text):
-        if tok.isascii() and "_" not in tok and "-" not in tok:  # fast path: a plain ASCII word
-            low = tok.lower()
-            if low == tok or tok[1:] == low[1:]:
-                append(low if len(low) <= MAX_TERM_CHARS else low[:MAX_TERM_CHARS])
-                continue
-        terms = cache.get(tok)
-        if terms is None:
-            terms = cache[tok] = _token_terms(tok)
-        extend(terms)
-    return out
+    return terms_string(text).split()
 
 
 def query_terms(text: str) -> list[str]:
@@ -186,8 +216,9 @@ def query_terms(text: str) -> list[str]:
 
 
 def terms_string(text: str) -> str:
-    """What goes into the fts column: :func:`index_terms` joined by single spaces."""
-    return " ".join(index_terms(text))
+    """What goes into the fts column: :func:`index_terms` joined by single spaces (terms never hold a
+    space)."""
+    return " ".join(filter(None, map(_piece_terms, _pieces(text)))) if text else ""
 
 
 def token_set(text: str) -> frozenset[str]:
