@@ -65,13 +65,15 @@ def extension_path(name: str) -> Path:
 
 
 def connect(
-    path: Path | str, *, read_only: bool = False, vss: bool = True, threads: int = 2
+    path: Path | str, *, read_only: bool = False, vss: bool = True, fts: bool = True, threads: int = 2
 ) -> duckdb.DuckDBPyConnection:
     """Open a database with fts and vss loaded offline; autoinstall is off so nothing is fetched.
 
     ``vss=False`` leaves an HNSW index unbound (never loaded): how a damaged one is read around
     (see :mod:`mnemo.index.repair`). ``threads=1`` for bulk writes: a second DuckDB thread spends more
-    CPU time than it saves on inserts of a few thousand rows (a full build used 1.3x the CPU with two)."""
+    CPU time than it saves on inserts of a few thousand rows (a full build used 1.3x the CPU with two).
+    ``fts=False`` for a reader: it reads the fts tables and stems queries in Python (loading the
+    extension, mostly checking its signature, costs ~45 ms of CPU)."""
     con = duckdb.connect(
         str(path),
         read_only=read_only,
@@ -83,7 +85,7 @@ def connect(
     )
     try:
         for name in _EXTENSIONS:
-            if name != "vss" or vss:
+            if (name == "vss" and vss) or (name == "fts" and fts):
                 con.execute(f"LOAD '{extension_path(name)}'")
         if vss:
             con.execute("SET hnsw_enable_experimental_persistence = true")

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from mnemo.text.stems import porter_stems
+
 SCHEMA = "fts_main_chunks"
 K1 = 1.2
 B = 0.75
@@ -136,14 +138,16 @@ class QueryWeights:
 
 
 def query_weights(con: duckdb.DuckDBPyConnection, terms: Sequence[str]) -> QueryWeights | None:
-    """The query terms' ids and IDF, from one small query (stems, dict, collection statistics)."""
-    # Values inlined: DuckDB plans and runs a flat query with constants far faster than list parameters.
-    literals = ", ".join(_sql_string(t) for t in terms if t)
-    if not literals:
+    """The query terms' ids and IDF, from one small query (dict, collection statistics). The terms are
+    stemmed in Python (:mod:`mnemo.text.stems`, equal to the extension's ``stem``), so a reader needs no
+    fts extension loaded."""
+    stems = sorted(set(porter_stems(t for t in terms if t).values()))
+    if not stems:
         return None
+    # Values inlined: DuckDB plans and runs a flat query with constants far faster than list parameters.
+    literals = ", ".join(_sql_string(s) for s in stems)
     rows = con.execute(
-        f"SELECT d.termid, coalesce(d.df, 0), s.num_docs, s.avgdl FROM "
-        f"(SELECT DISTINCT stem(unnest([{literals}]), 'porter') AS term) q "
+        f"SELECT d.termid, coalesce(d.df, 0), s.num_docs, s.avgdl FROM (SELECT unnest([{literals}]) AS term) q "
         f"LEFT JOIN {SCHEMA}.dict d ON d.term = q.term CROSS JOIN {SCHEMA}.stats s"
     ).fetchall()
     known = [(int(termid), float(df)) for termid, df, _, _ in rows if termid is not None and df > 0]

@@ -1,9 +1,9 @@
 """Porter stems in Python, equal to DuckDB's fts extension's ``stem(term, 'porter')``.
 
-Both come from the Snowball project's Porter stemmer (the extension links libstemmer's C, this module
-the ``snowballstemmer`` package generated from the same source), and a test compares them over the
-terms of a varied corpus. With it, a one-shot reader stems a query without loading the fts extension
-(~50 ms of CPU per process), and the PostgreSQL engine stems without DuckDB.
+Both are the Snowball project's C libstemmer ``porter`` algorithm (the extension links it, this module
+calls it through PyStemmer), and a test compares them over the terms of a varied corpus (159,002 terms
+of the shared BEIR sets also agreed). With it, a one-shot reader stems a query without loading the fts
+extension (~45 ms of CPU per process), and the PostgreSQL engine can stem without DuckDB.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from snowballstemmer.porter_stemmer import PorterStemmer
+import Stemmer
 
 CACHE_LIMIT = 500_000
 """Distinct terms whose stems are kept in memory (a notes vocabulary, CJK bigrams included)."""
 
 _lock = threading.Lock()
-_stemmer = PorterStemmer()  # not thread-safe: it keeps the word being stemmed on itself
+_stemmer = Stemmer.Stemmer("porter")  # not thread-safe: guarded by _lock
 _cache: dict[str, str] = {}
 
 
