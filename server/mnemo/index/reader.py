@@ -9,6 +9,7 @@ generation against a swap while it is used.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:  # NumPy is loaded by the reads that return vectors: a keyword
     import numpy as np
 
     from mnemo.index.postings import PostingsCache
+    from mnemo.index.record_cache import RecordCache
     from mnemo.index.vector_cache import VectorCache
 
 from mnemo.index import fts
@@ -141,8 +143,11 @@ class DuckReader:
         postings: PostingsCache | None = None,
         memo: CountsMemo | None = None,
         vector_cache: VectorCache | None = None,
+        record_cache: RecordCache | None = None,
     ) -> None:
         self.con = con
+        self._record_cache = record_cache
+        """The writer's recently read chunk rows (None: every read asks the table)."""
         self._identity = identity
         self._memo = memo
         """The writer's counts between commits (None: counted on every call)."""
@@ -215,9 +220,25 @@ class DuckReader:
     def records(self, ids: Sequence[int], *, with_vectors: bool = False) -> dict[int, ChunkRecord]:
         if not ids:
             return {}
-        rows = self.con.execute(f"SELECT {_RECORD} FROM chunks WHERE id IN ({_id_list(ids)})").fetchall()
-        vectors = self.vectors(ids) if with_vectors else {}
-        return {int(row[0]): _record(row, vectors.get(int(row[0]))) for row in rows}
+        cache = self._record_cache
+        if cache is not None and cache.wants_all(self.counts().chunks):
+            epoch = cache.epoch
+            every = self.con.execute(f"SELECT {_RECORD} FROM chunks").fetchall()
+            cache.put([_record(row) for row in every], epoch, complete=True)
+        found, missing = cache.get(ids) if cache is not None else ({}, list(ids))
+        if missing:
+            epoch = cache.epoch if cache is not None else 0
+            rows = self.con.execute(
+                f"SELECT {_RECORD} FROM chunks WHERE id IN ({_id_list(missing)})"
+            ).fetchall()
+            read = [_record(row) for row in rows]
+            if cache is not None:
+                cache.put(read, epoch)
+            found.update((record.id, record) for record in read)
+        if with_vectors:
+            vectors = self.vectors(list(found))
+            found = {cid: dataclasses.replace(r, embedding=vectors.get(cid)) for cid, r in found.items()}
+        return found
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         if not ids or not self._with_vectors:

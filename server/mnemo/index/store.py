@@ -39,6 +39,7 @@ from mnemo.index.duck import connect, read_closed
 from mnemo.index.identity import identity_meta
 from mnemo.index.postings import PostingsCache
 from mnemo.index.reader import CountsMemo, DuckReader
+from mnemo.index.record_cache import RecordCache
 from mnemo.index.vector_cache import VectorCache
 
 log = logging.getLogger(__name__)
@@ -112,10 +113,13 @@ class ChunkStore:
         self.counts_memo = CountsMemo()
         """Counts of files, chunks and vectors, kept until the next commit."""
         self.vector_cache = VectorCache(identity.dims)
+        self.record_cache = RecordCache()
         """Chunk vectors in memory for searches; kept current after each commit."""
         self._vectors_changed: list[int] = []
         self._fts_added: list[int] = []
         self._fts_removed: list[int] = []
+        self._rows_changed: list[int] = []
+        """Chunks this transaction deleted or moved: their kept rows are forgotten at commit."""
         self._staged_rows: list[ChunkRow] = []
         self._staged_vectors: list[np.ndarray] = []
         self._staged_files: list[tuple[object, ...]] = []
@@ -179,6 +183,7 @@ class ChunkStore:
         self._commit_build()
         self.postings.invalidate()
         self.vector_cache.invalidate()
+        self.record_cache.clear()
         if self.identity.dims > 0:
             self.con.execute(
                 "CREATE INDEX IF NOT EXISTS chunks_hnsw ON chunks USING HNSW(embedding) "
@@ -209,7 +214,9 @@ class ChunkStore:
 
     def read_with(self, con: duckdb.DuckDBPyConnection) -> DuckReader:
         """The read API on ``con`` (a cursor from :meth:`reader`), keyword queries on this store's postings."""
-        return DuckReader(con, self.identity, self.postings, self.counts_memo, self.vector_cache)
+        return DuckReader(
+            con, self.identity, self.postings, self.counts_memo, self.vector_cache, self.record_cache
+        )
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -219,10 +226,14 @@ class ChunkStore:
             yield self.con
         except BaseException:
             self._fts_added, self._fts_removed, self._vectors_changed = [], [], []
+            self._rows_changed = []
             self.con.execute("ROLLBACK")
             raise
         self.con.execute("COMMIT")
         self.counts_memo.changed()
+        if self._rows_changed:
+            changed_rows, self._rows_changed = self._rows_changed, []
+            self.record_cache.forget(changed_rows)
         if self._vectors_changed:
             changed, self._vectors_changed = self._vectors_changed, []
             self.vector_cache.apply(self.con, changed)
@@ -285,12 +296,14 @@ class ChunkStore:
         fts.remove_docs(self.con, ids)
         self._fts_removed.extend(ids)
         self._vectors_changed.extend(ids)
+        self._rows_changed.extend(ids)
         self.con.execute("DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [list(ids)])
 
     def move_chunks(self, moves: Sequence[tuple[int, int, int]]) -> None:
         """Set new line ranges of kept chunks, ``(chunk id, start, end)``, in one statement."""
         if not moves:
             return
+        self._rows_changed.extend(cid for cid, _, _ in moves)
         values = ", ".join(f"({int(cid)}, {int(start)}, {int(end)})" for cid, start, end in moves)
         self.con.execute(
             "UPDATE chunks SET start_line = m.start_line, end_line = m.end_line "

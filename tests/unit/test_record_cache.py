@@ -1,0 +1,84 @@
+"""index/record_cache.py: a warm search reads its candidates' rows from memory, and never a row a
+commit has changed since."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import WorkspaceBuilder
+
+from mnemo.index.api import ChunkRecord
+from mnemo.index.record_cache import RecordCache
+
+NOTES = {
+    "MEMORY.md": "# Memory\n\n- Billing runs on PostgreSQL 16.\n",
+    "memory/garden.md": "# Garden\n\nTomatoes need full sun and deep watering.\n",
+}
+KEYWORD = '[embedding]\nprovider = "none"\n'
+
+
+def _record(cid: int, text: str = "t") -> ChunkRecord:
+    return ChunkRecord(cid, f"k{cid}", "memory/a.md", "memory", "evergreen", None, 1, 2, "", text)
+
+
+def test_rows_read_before_a_commit_are_not_kept_after_it() -> None:
+    cache = RecordCache()
+    epoch = cache.epoch
+    cache.clear()  # a commit between the read and the put
+    cache.put([_record(1)], epoch)
+    assert cache.get([1]) == ({}, [1])
+    cache.put([_record(1)], cache.epoch)
+    found, missing = cache.get([1, 2])
+    assert list(found) == [1] and missing == [2]
+
+
+def test_a_full_cache_starts_again() -> None:
+    cache = RecordCache(limit=3)
+    cache.put([_record(i) for i in range(3)], cache.epoch)
+    cache.put([_record(9)], cache.epoch)
+    assert cache.get([0, 9])[1] == [0]
+
+
+def test_a_warm_search_reads_no_rows_and_an_edit_is_seen(
+    make_workspace: WorkspaceBuilder, services_factory: Any
+) -> None:
+    root: Path = make_workspace(NOTES, toml=KEYWORD)
+    memory = services_factory(root).memory
+    memory.sync()
+    assert "full sun" in memory.search("tomatoes watering").results[0].snippet
+    store = memory.indexer.store
+    queries: list[str] = []
+    real = store.read_with
+
+    def spying(con: Any) -> Any:
+        reader = real(con)
+        execute = reader.con.execute
+
+        class Spy:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(reader.con, name)
+
+            def execute(self, sql: str, *args: Any) -> Any:
+                queries.append(sql)
+                return execute(sql, *args)
+
+        reader.con = Spy()
+        return reader
+
+    store.read_with = spying
+    assert "full sun" in memory.search("tomatoes watering").results[0].snippet
+    assert queries and not any("FROM chunks WHERE id IN" in q for q in queries), queries
+    (root / "memory/garden.md").write_text("# Garden\n\nTomatoes need shade cloth in July.\n")
+    memory.sync()
+    assert "shade cloth" in memory.search("tomatoes").results[0].snippet
+    # lines added above a kept chunk move it: the row read from memory has the new lines
+    before = memory.search("billing PostgreSQL").results[0]
+    (root / "MEMORY.md").write_text("\n\n\n" + NOTES["MEMORY.md"])
+    memory.sync()
+    moved = memory.search("billing PostgreSQL").results[0]
+    assert moved.path == "MEMORY.md" and moved.start_line == before.start_line + 3
+    # a new note is found while every older row is in memory
+    (root / "memory/bees.md").write_text("# Bees\n\nThe hive needs a water dish.\n")
+    memory.sync()
+    assert memory.search("hive water dish").results[0].path == "memory/bees.md"
