@@ -35,11 +35,12 @@ from mnemo.index.api import (
     IndexIdentity,
     PendingChunk,
 )
-from mnemo.index.duck import connect, read_closed
+from mnemo.index.duck import connect
 from mnemo.index.identity import identity_meta
 from mnemo.index.postings import PostingsCache
 from mnemo.index.reader import CountsMemo, DuckReader
 from mnemo.index.record_cache import RecordCache
+from mnemo.index.side_tables import SideTables, rows_table
 from mnemo.index.vector_cache import VectorCache
 
 log = logging.getLogger(__name__)
@@ -74,22 +75,6 @@ _FILE_COLUMNS = [
     ("chunks", pa.int32()),
     ("problem", pa.string()),
 ]
-_RETRIEVAL_COLUMNS = [
-    ("chunk_key", pa.string()),
-    ("path", pa.string()),
-    ("start_line", pa.int32()),
-    ("end_line", pa.int32()),
-    ("query", pa.string()),
-    ("searched_at", pa.timestamp("us")),
-    *((name, pa.float64()) for name in ("vector", "text", "decay", "weight", "score")),
-    ("rank", pa.int32()),
-]
-
-
-def _rows_table(rows: Sequence[tuple[object, ...]], columns: Sequence[tuple[str, pa.DataType]]) -> pa.Table:
-    """Row tuples as an Arrow table with the given column names and types (one insert for all rows)."""
-    values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
-    return pa.table({name: pa.array(list(v), kind) for (name, kind), v in zip(columns, values, strict=True)})
 
 
 def replace_file(built: Path, final_path: Path) -> None:
@@ -101,7 +86,7 @@ def replace_file(built: Path, final_path: Path) -> None:
     os.replace(built, final_path)
 
 
-class ChunkStore:
+class ChunkStore(SideTables):
     """The single writer's view of the index file. Readers take cursors from :meth:`reader`."""
 
     def __init__(self, path: Path, con: duckdb.DuckDBPyConnection, identity: IndexIdentity) -> None:
@@ -144,37 +129,6 @@ class ChunkStore:
         con.executemany("INSERT INTO meta VALUES (?, ?)", list(identity_meta(identity).items()))
         fts.create_empty(con)
         return cls(path, con, identity)
-
-    def import_embedding_cache(self, old_path: Path) -> int:
-        """Carry the embedding cache (every model's) over from a previous index file, when it can still
-        be read (never loading its HNSW index)."""
-        if not old_path.exists():
-            return 0
-        try:
-            saved = repair.read_rows(old_path)
-        except duckdb.Error as exc:
-            log.info("previous index unreadable, its embedding cache is lost: %s", exc)
-            return 0
-        if saved is None or "embedding_cache" not in saved.tables:
-            return 0
-        try:
-            return self._add_cache(saved.tables["embedding_cache"])
-        except duckdb.Error as exc:
-            log.info("previous index has no usable embedding cache: %s", exc)
-            return 0
-
-    def copy_embedding_cache(self, other: ChunkStore) -> int:
-        """Copy the open index's embedding cache, every model's: a rebuild never re-embeds known text,
-        and switching back to a model seen before costs nothing."""
-        return self._add_cache(other.con.execute("SELECT * FROM embedding_cache").to_arrow_table())
-
-    def _add_cache(self, table: pa.Table) -> int:
-        cache = table  # noqa: F841 - read by DuckDB's replacement scan below
-        self.con.execute(
-            "INSERT INTO embedding_cache SELECT * FROM cache "
-            "QUALIFY row_number() OVER (PARTITION BY provider, model, hash) = 1"
-        )
-        return table.num_rows
 
     def finish_indexes(self) -> None:
         """Build the secondary indexes of a building file and mark it complete (slow part of a build)."""
@@ -349,7 +303,7 @@ class ChunkStore:
         vectors = np.concatenate(self._staged_vectors) if self._staged_vectors else None
         self._staged_rows, self._staged_vectors, self._staged_files, self._staged_pending = [], [], [], []
         metas, self._staged_meta = self._staged_meta, []
-        staged = _rows_table(files, _FILE_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
+        staged = rows_table(files, _FILE_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
         if not self._build_open:
             self.con.execute("BEGIN TRANSACTION")
             self._build_open = True
@@ -404,34 +358,6 @@ class ChunkStore:
             fts.add_docs(self.con, ids)
             self._fts_added.extend(ids)
 
-    # -- embedding cache --------------------------------------------------------------------------
-    def cached_embeddings(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        if not hashes:
-            return {}
-        rows = self.con.execute(
-            "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
-            "AND hash IN (SELECT unnest(?::VARCHAR[]))",
-            [self.identity.provider, self.identity.model, list(hashes)],
-        ).fetchall()
-        return {digest: np.asarray(vector, dtype=np.float32) for digest, vector in rows}
-
-    def cache_embeddings(self, items: dict[str, np.ndarray]) -> None:
-        if not items:
-            return
-        digests = list(items)
-        matrix = np.stack([items[d] for d in digests]).astype(np.float32)
-        dims = matrix.shape[1]
-        offsets = pa.array(np.arange(0, (len(digests) + 1) * dims, dims, dtype=np.int32))
-        cache = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
-            {
-                "provider": pa.array([self.identity.provider] * len(digests)),
-                "model": pa.array([self.identity.model] * len(digests)),
-                "hash": pa.array(digests),
-                "embedding": pa.ListArray.from_arrays(offsets, pa.array(matrix.ravel(), pa.float32())),
-            }
-        )
-        self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
-
     # -- pending vectors (mnemo.index.pending) -----------------------------------------------------
     def pending_batch(self, limit: int) -> list[PendingChunk]:
         return pending.pending_batch(self.con, limit)
@@ -442,25 +368,3 @@ class ChunkStore:
 
     def counts(self) -> IndexCounts:
         return DuckReader(self.con, self.identity, memo=self.counts_memo).counts()
-
-    # -- retrieval statistics (history, not cache: kept across rebuilds) ---------------------------
-    def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:
-        """Append search results to ``retrievals`` (values in the table's column order)."""
-        if not rows:
-            return
-        batch = _rows_table(rows, _RETRIEVAL_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
-        self.con.execute("INSERT INTO retrievals SELECT * FROM batch")
-
-    def retrieval_table(self) -> pa.Table:
-        return self.con.execute("SELECT * FROM retrievals").to_arrow_table()
-
-    def restore_retrievals(self, table: pa.Table) -> None:
-        """Put back statistics saved from the generation this one replaced."""
-        if table.num_rows:
-            saved = table  # noqa: F841 - read by DuckDB's replacement scan below
-            self.con.execute("INSERT INTO retrievals SELECT * FROM saved")
-
-    @staticmethod
-    def read_retrieval_table(path: Path) -> pa.Table | None:
-        """The statistics of an index file that is not open (None when missing or unreadable)."""
-        return read_closed(path, lambda con: con.execute("SELECT * FROM retrievals").to_arrow_table())

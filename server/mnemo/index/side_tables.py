@@ -1,0 +1,122 @@
+"""The index file's side tables, kept across rebuilds: the embedding cache (every model's vectors by text
+hash, so a rebuild or a switch back to a model re-embeds nothing) and the retrieval statistics (history
+for hovers and lenses). A mixin of :class:`mnemo.index.store.ChunkStore`, on its connection."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from mnemo.index import repair
+from mnemo.index.api import IndexIdentity
+from mnemo.index.duck import read_closed
+
+log = logging.getLogger(__name__)
+
+_RETRIEVAL_COLUMNS = [
+    ("chunk_key", pa.string()),
+    ("path", pa.string()),
+    ("start_line", pa.int32()),
+    ("end_line", pa.int32()),
+    ("query", pa.string()),
+    ("searched_at", pa.timestamp("us")),
+    *((name, pa.float64()) for name in ("vector", "text", "decay", "weight", "score")),
+    ("rank", pa.int32()),
+]
+
+
+def rows_table(rows: Sequence[tuple[object, ...]], columns: Sequence[tuple[str, pa.DataType]]) -> pa.Table:
+    """Row tuples as an Arrow table with the given column names and types (one insert for all rows)."""
+    values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
+    return pa.table({name: pa.array(list(v), kind) for (name, kind), v in zip(columns, values, strict=True)})
+
+
+class SideTables:
+    con: duckdb.DuckDBPyConnection
+    identity: IndexIdentity
+
+    def import_embedding_cache(self, old_path: Path) -> int:
+        """Carry the embedding cache (every model's) over from a previous index file, when it can still
+        be read (never loading its HNSW index)."""
+        if not old_path.exists():
+            return 0
+        try:
+            saved = repair.read_rows(old_path)
+        except duckdb.Error as exc:
+            log.info("previous index unreadable, its embedding cache is lost: %s", exc)
+            return 0
+        if saved is None or "embedding_cache" not in saved.tables:
+            return 0
+        try:
+            return self._add_cache(saved.tables["embedding_cache"])
+        except duckdb.Error as exc:
+            log.info("previous index has no usable embedding cache: %s", exc)
+            return 0
+
+    def copy_embedding_cache(self, other: SideTables) -> int:
+        """Copy the open index's embedding cache, every model's: a rebuild never re-embeds known text,
+        and switching back to a model seen before costs nothing."""
+        return self._add_cache(other.con.execute("SELECT * FROM embedding_cache").to_arrow_table())
+
+    def _add_cache(self, table: pa.Table) -> int:
+        cache = table  # noqa: F841 - read by DuckDB's replacement scan below
+        self.con.execute(
+            "INSERT INTO embedding_cache SELECT * FROM cache "
+            "QUALIFY row_number() OVER (PARTITION BY provider, model, hash) = 1"
+        )
+        return table.num_rows
+
+    # -- embedding cache --------------------------------------------------------------------------
+    def cached_embeddings(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        if not hashes:
+            return {}
+        rows = self.con.execute(
+            "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
+            "AND hash IN (SELECT unnest(?::VARCHAR[]))",
+            [self.identity.provider, self.identity.model, list(hashes)],
+        ).fetchall()
+        return {digest: np.asarray(vector, dtype=np.float32) for digest, vector in rows}
+
+    def cache_embeddings(self, items: dict[str, np.ndarray]) -> None:
+        if not items:
+            return
+        digests = list(items)
+        matrix = np.stack([items[d] for d in digests]).astype(np.float32)
+        dims = matrix.shape[1]
+        offsets = pa.array(np.arange(0, (len(digests) + 1) * dims, dims, dtype=np.int32))
+        cache = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
+            {
+                "provider": pa.array([self.identity.provider] * len(digests)),
+                "model": pa.array([self.identity.model] * len(digests)),
+                "hash": pa.array(digests),
+                "embedding": pa.ListArray.from_arrays(offsets, pa.array(matrix.ravel(), pa.float32())),
+            }
+        )
+        self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
+
+    # -- retrieval statistics (history, not cache: kept across rebuilds) ---------------------------
+    def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:
+        """Append search results to ``retrievals`` (values in the table's column order)."""
+        if not rows:
+            return
+        batch = rows_table(rows, _RETRIEVAL_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
+        self.con.execute("INSERT INTO retrievals SELECT * FROM batch")
+
+    def retrieval_table(self) -> pa.Table:
+        return self.con.execute("SELECT * FROM retrievals").to_arrow_table()
+
+    def restore_retrievals(self, table: pa.Table) -> None:
+        """Put back statistics saved from the generation this one replaced."""
+        if table.num_rows:
+            saved = table  # noqa: F841 - read by DuckDB's replacement scan below
+            self.con.execute("INSERT INTO retrievals SELECT * FROM saved")
+
+    @staticmethod
+    def read_retrieval_table(path: Path) -> pa.Table | None:
+        """The statistics of an index file that is not open (None when missing or unreadable)."""
+        return read_closed(path, lambda con: con.execute("SELECT * FROM retrievals").to_arrow_table())
