@@ -35,12 +35,6 @@ if TYPE_CHECKING:  # built on first use: `mnemo index` and `mnemo search` never 
     from mnemo.policy.rules import PolicyConfig
 
 
-def _approval_queue() -> ApprovalQueue:
-    from mnemo.policy.approvals import ApprovalQueue
-
-    return ApprovalQueue()
-
-
 log = logging.getLogger(__name__)
 
 
@@ -59,8 +53,8 @@ class Services:
     workspace: Workspace
     build_memory: Callable[[], MemoryService] = field(repr=False)
     """Builds :attr:`memory` on first use."""
-    approvals: ApprovalQueue = field(default_factory=_approval_queue)
-    """Pending approvals of this process (listed and resolved by the LSP server)."""
+    _approvals: ApprovalQueue | None = field(default=None, init=False, repr=False)
+    _approvals_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _gate: ToolGate | None = field(default=None, init=False, repr=False)
     _gate_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _agent: Agent | None = field(default=None, init=False, repr=False)
@@ -233,6 +227,17 @@ class Services:
         if selection.kind == "bundled":  # a 135M model would garble the facts
             return Consolidator(self.memory, self.settings)
         return Consolidator(self.memory, self.settings, ChatMerger(agent.provider), selection.line())
+
+    @property
+    def approvals(self) -> ApprovalQueue:
+        """Pending approvals of this process (listed and resolved by the LSP server), built on first use:
+        `mnemo index` and `mnemo search` never load the policy package."""
+        with self._approvals_lock:  # not the gate's: tool_gate asks for this while holding that
+            if self._approvals is None:
+                from mnemo.policy.approvals import ApprovalQueue
+
+                self._approvals = ApprovalQueue()
+            return self._approvals
 
     def tool_gate(self, approver: Approver | None = None, *, approval_timeout_s: float = 120) -> ToolGate:
         """The workspace's ToolGate, built on first use (default approver: :attr:`approvals`; an approval
