@@ -37,8 +37,12 @@ def rows_table(rows: Sequence[tuple[object, ...]], columns: Sequence[tuple[str, 
 
 
 class SideTables:
-    con: duckdb.DuckDBPyConnection
     identity: IndexIdentity
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The store's connection (:class:`mnemo.index.store.ChunkStore` gives it)."""
+        raise NotImplementedError
 
     def import_embedding_cache(self, old_path: Path) -> int:
         """Carry the embedding cache (every model's) over from a previous index file, when it can still

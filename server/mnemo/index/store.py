@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -91,7 +92,8 @@ class ChunkStore(SideTables):
 
     def __init__(self, path: Path, con: duckdb.DuckDBPyConnection, identity: IndexIdentity) -> None:
         self.path = path
-        self.con = con
+        self._con: duckdb.DuckDBPyConnection | None = con
+        self._con_lock = threading.Lock()
         self.identity = identity
         self.postings = PostingsCache()
         """BM25 postings in memory for keyword queries; kept current after each commit."""
@@ -146,16 +148,30 @@ class ChunkStore(SideTables):
         self.con.execute("INSERT INTO meta VALUES ('complete', '1')")
         self.con.execute("CHECKPOINT")
 
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The connection (after :meth:`swap_into`, opened on first use: `mnemo index` exits without)."""
+        con = self._con
+        if con is None:
+            with self._con_lock:
+                if self._con is None:
+                    self._con = connect(self.path, vss=self.identity.dims > 0)
+                con = self._con
+        return con
+
     def swap_into(self, final_path: Path) -> None:
-        """Rename the completed building file over ``final_path`` atomically and reopen it there."""
+        """Rename the completed building file over ``final_path`` atomically; it is reopened there
+        on first use."""
         self.con.close()
+        self._con = None
         replace_file(self.path, final_path)
         self.path = final_path
-        self.con = connect(final_path, vss=self.identity.dims > 0)
 
     def close(self, *, checkpoint: bool = True) -> None:
         """Close the file; ``checkpoint=False`` after DuckDB invalidated the database (nothing more is
         written to it)."""
+        if self._con is None:
+            return  # swapped in and never reopened: checkpointed before the swap
         if checkpoint:
             with contextlib.suppress(duckdb.Error):
                 self.con.execute("CHECKPOINT")
