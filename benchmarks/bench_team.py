@@ -17,11 +17,20 @@ hybrid with all-MiniLM-L6-v2 vectors from benchmarks/out/cache when present) and
     python benchmarks/bench_team.py --sizes 10000 --queries 200
     python benchmarks/bench_team.py --sizes 100000 --engines postgres,duckdb
     python benchmarks/bench_team.py --sizes 0 --quality ../shared/data/msmarco-5k
+
+``--clients-as processes`` (or ``both``) also runs the 8 clients as 8 processes, each with its own
+services, as separate editors and gateways do (PostgreSQL only). ``--keep DIR`` keeps the cluster and the
+workspaces in DIR; ``--reuse DIR`` then searches them again without indexing (the 100,000-note build
+takes a quarter of an hour):
+
+    python benchmarks/bench_team.py --sizes 100000 --engines postgres --keep /tmp/team-100k
+    python benchmarks/bench_team.py --sizes 100000 --engines postgres --reuse /tmp/team-100k --clients-as both
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
 import sys
@@ -105,6 +114,46 @@ def _latencies(services: Services, queries: list[str], clients: int) -> list[flo
     return times
 
 
+def _process_client(ws: str, engine: str, share: list[str], go: Any, out: Any) -> None:
+    """One client process: its own services on the workspace, warmed, then its share of the queries
+    once ``go`` is set; puts None when ready, then its latencies."""
+    services = _services(Path(ws), engine)
+    install_embedder(services, fake_embedder())
+    try:
+        for query in share[:5]:
+            services.memory.search(query, record=False)
+        out.put(None)
+        go.wait()
+        times = []
+        for query in share:
+            t0 = time.perf_counter()
+            services.memory.search(query, record=False)
+            times.append(time.perf_counter() - t0)
+        out.put(times)
+    finally:
+        services.close()
+
+
+def _process_latencies(ws: Path, engine: str, queries: list[str], clients: int) -> list[float]:
+    """Seconds per search, ``clients`` processes (editors, gateways) searching at once."""
+    ctx = multiprocessing.get_context("spawn")
+    go, out = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_process_client, args=(str(ws), engine, queries[i::clients], go, out))
+        for i in range(clients)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        for _ in procs:
+            assert out.get(timeout=600) is None
+        go.set()
+        return [t for _ in procs for t in out.get(timeout=1800)]
+    finally:
+        for proc in procs:
+            proc.join(60)
+
+
 def _pg_size(dsn: str) -> dict[str, int]:
     import psycopg
 
@@ -116,34 +165,51 @@ def _pg_size(dsn: str) -> dict[str, int]:
     return {str(name): int(size) for name, size in rows}
 
 
-def run_size(files: int, engine: str, dsn: str, queries_n: int, workdir: Path) -> dict[str, Any]:
+def run_size(
+    files: int,
+    engine: str,
+    dsn: str,
+    queries_n: int,
+    workdir: Path,
+    reuse: bool = False,
+    clients_as: str = "threads",
+) -> dict[str, Any]:
     spec = generate(files=files, lang="en", seed=7)
     ws = workdir / f"{engine}-{files}"
-    spec.write(ws)
-    (ws / "mnemo.toml").write_text(_toml(engine, f"bench-{files}"), encoding="utf-8")
+    built = reuse and (ws / "mnemo.toml").is_file()
+    if not built:
+        spec.write(ws)
+        (ws / "mnemo.toml").write_text(_toml(engine, f"bench-{files}"), encoding="utf-8")
     services = _services(ws, engine)
     install_embedder(services, fake_embedder())
     try:
         t0 = time.perf_counter()
-        report = services.memory.sync(vectors="wait")
+        report = None if built else services.memory.sync(vectors="wait")
         index_s = time.perf_counter() - t0
         status = services.memory.status()
         queries = _queries(spec, queries_n)
         _latencies(services, queries[:20], 1)  # warm: caches, connections, plans
         one = _latencies(services, queries, 1)
-        eight = _latencies(services, queries * 2, 8)
+        eight = _latencies(services, queries * 2, 8) if clients_as != "processes" else []
     finally:
         services.close()
+    apart = (
+        _process_latencies(ws, engine, queries * 2, 8)
+        if clients_as != "threads" and engine == "postgres"  # DuckDB: one process owns the file
+        else []
+    )
     row: dict[str, Any] = {
         "engine": engine,
         "notes": files,
         "chunks": status.chunks,
-        "keyword_s": round(report.keyword_seconds, 1),
-        "index_s": round(index_s, 1),
+        "keyword_s": round(report.keyword_seconds, 1) if report else None,
+        "index_s": round(index_s, 1) if report else None,
         "p50_1_ms": percentile(one, 50) * 1000,
         "p95_1_ms": percentile(one, 95) * 1000,
-        "p50_8_ms": percentile(eight, 50) * 1000,
-        "p95_8_ms": percentile(eight, 95) * 1000,
+        "p50_8_ms": percentile(eight, 50) * 1000 if eight else None,
+        "p95_8_ms": percentile(eight, 95) * 1000 if eight else None,
+        "p50_8p_ms": percentile(apart, 50) * 1000 if apart else None,
+        "p95_8p_ms": percentile(apart, 95) * 1000 if apart else None,
         "queries": len(one),
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }
@@ -203,7 +269,7 @@ def run_quality(dataset: Path, engine: str, workdir: Path, modes: list[str]) -> 
 
 
 @contextmanager
-def _cluster(needed: bool) -> Iterator[str]:
+def _cluster(needed: bool, folder: Path | None = None) -> Iterator[str]:
     if not needed:
         yield ""
         return
@@ -213,7 +279,9 @@ def _cluster(needed: bool) -> Iterator[str]:
         "maintenance_work_mem": "1GB",
         "max_connections": "100",
     }
-    with throwaway_cluster(settings) as dsn:  # maintenance_work_mem: the HNSW graph of 100k notes fits
+    with throwaway_cluster(
+        settings, folder
+    ) as dsn:  # maintenance_work_mem: the HNSW graph of 100k notes fits
         os.environ["MNEMO_PG_DSN"] = dsn
         yield dsn
 
@@ -227,17 +295,19 @@ def report(data: dict[str, Any]) -> str:
         "",
         machine_line(m),
         "",
-        "Vectors: a fake embedding (hashed bag of words, 384 dims), not a model. 8 clients: 8 threads of "
-        "one process searching at once.",
+        "Vectors: a fake embedding (hashed bag of words, 384 dims), not a model. 8c: 8 threads of one "
+        "process searching at once; 8p: 8 processes (each its own services and connections). index s "
+        "empty: the database was built earlier by `--keep` and reused.",
         "",
     ]
     if data["scale"]:
         rows = [
             [r["engine"], r["notes"], r["chunks"], r["keyword_s"], r["index_s"], r["p50_1_ms"], r["p95_1_ms"],
-             r["p50_8_ms"], r["p95_8_ms"], r["db_bytes"] / 1e6, r["bytes_per_chunk"] * 1e6 / 1e9,
+             r["p50_8_ms"], r["p95_8_ms"], r.get("p50_8p_ms"), r.get("p95_8p_ms"), r["db_bytes"] / 1e6, r["bytes_per_chunk"] * 1e6 / 1e9,
              " ".join(str(x) for x in r["loadavg_after"])]
             for r in data["scale"]
         ]  # fmt: skip
+        rows = [["" if v is None else v for v in row] for row in rows]
         lines.append(
             md_table(
                 [
@@ -250,6 +320,8 @@ def report(data: dict[str, Any]) -> str:
                     "p95 1c ms",
                     "p50 8c ms",
                     "p95 8c ms",
+                    "p50 8p ms",
+                    "p95 8p ms",
                     "DB MB",
                     "GB / 1M chunks",
                     "loadavg after",
@@ -277,17 +349,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quality-modes", default="keyword,hybrid")
     parser.add_argument("--workdir", type=Path, help="where workspaces are written (default: a temp folder)")
     parser.add_argument("--name", default="team")
+    parser.add_argument("--keep", type=Path, help="build in DIR and keep the cluster and workspaces there")
+    parser.add_argument("--reuse", type=Path, help="search what --keep DIR built (no indexing)")
+    parser.add_argument(
+        "--clients-as", choices=["threads", "processes", "both"], default="threads", help="the 8 clients"
+    )
     args = parser.parse_args(argv)
     engines = [e for e in args.engines.split(",") if e]
     sizes = [int(s) for s in args.sizes.split(",") if int(s) > 0]
     data: dict[str, Any] = {"command": command_line(), "machine": machine(), "scale": [], "quality": []}
+    kept: Path | None = args.reuse or args.keep
     with (
         tempfile.TemporaryDirectory(prefix="mnemo-team-", dir=args.workdir) as tmp,
-        _cluster("postgres" in engines) as dsn,
+        _cluster("postgres" in engines, kept / "pg" if kept else None) as dsn,
     ):
+        work = kept.resolve() if kept else Path(tmp)
         for files in sizes:
             for engine in engines:
-                data["scale"].append(run_size(files, engine, dsn, args.queries, Path(tmp)))
+                data["scale"].append(
+                    run_size(files, engine, dsn, args.queries, work, args.reuse is not None, args.clients_as)
+                )
         if args.quality:
             for engine in engines:
                 data["quality"] += run_quality(args.quality, engine, Path(tmp), args.quality_modes.split(","))

@@ -97,10 +97,15 @@ def _as_server_user(root: bool) -> Callable[[], None]:
 class ThrowawayCluster:
     """``start()`` -> a DSN; ``stop()`` stops the server and removes its folder."""
 
-    def __init__(self, *, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, *, settings: dict[str, str] | None = None, folder: Path | None = None) -> None:
+        """``folder``: keep the cluster there (``stop()`` leaves it; a later one in the same folder starts
+        the kept data again) instead of in a temporary folder that ``stop()`` removes."""
         self.bin = bin_dir()
         self.root = os.geteuid() == 0
-        self.dir = Path(tempfile.mkdtemp(prefix="mnemo-pg-"))
+        self.kept = folder is not None
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        self.dir = folder.resolve() if folder is not None else Path(tempfile.mkdtemp(prefix="mnemo-pg-"))
         self.data = self.dir / "data"
         self.port = 0
         self.settings = {**SERVER_SETTINGS, **(settings or {})}
@@ -125,20 +130,26 @@ class ThrowawayCluster:
         )
 
     def start(self) -> str:
-        done = self._run(
-            "initdb", "-D", str(self.data), "-U", "mnemo", "--auth=trust", "-E", "UTF8", "--locale=C",
-            "--no-sync", "--no-instructions", timeout=INITDB_TIMEOUT_S,
-        )  # fmt: skip
-        if done.returncode != 0:
-            raise RuntimeError(f"initdb failed: {done.stderr.decode(errors='replace')[-2000:]}")
+        reuse = (self.data / "PG_VERSION").is_file()
+        if not reuse:
+            self._initdb()
         for _attempt in range(3):  # a free port can be taken between the probe and the bind
             self.port = free_port()
             if self._launch():
                 break
         else:
             raise RuntimeError(f"postgres did not start: {self.log_tail()}")
-        self._create_database()
+        if not reuse:
+            self._create_database()
         return self.dsn
+
+    def _initdb(self) -> None:
+        done = self._run(
+            "initdb", "-D", str(self.data), "-U", "mnemo", "--auth=trust", "-E", "UTF8", "--locale=C",
+            "--no-sync", "--no-instructions", timeout=INITDB_TIMEOUT_S,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"initdb failed: {done.stderr.decode(errors='replace')[-2000:]}")
 
     def _launch(self) -> bool:
         options = [arg for key, value in self.settings.items() for arg in ("-c", f"{key}={value}")]
@@ -202,13 +213,15 @@ class ThrowawayCluster:
         try:
             self._terminate()
         finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            if not self.kept:
+                shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @contextlib.contextmanager
-def throwaway_cluster(settings: dict[str, str] | None = None) -> Iterator[str]:
-    """A running cluster's DSN for the ``with`` block; stopped and removed afterwards."""
-    cluster = ThrowawayCluster(settings=settings)
+def throwaway_cluster(settings: dict[str, str] | None = None, folder: Path | None = None) -> Iterator[str]:
+    """A running cluster's DSN for the ``with`` block; stopped and removed afterwards (stopped only, when
+    kept in ``folder``: see :class:`ThrowawayCluster`)."""
+    cluster = ThrowawayCluster(settings=settings, folder=folder)
     try:
         yield cluster.start()
     finally:

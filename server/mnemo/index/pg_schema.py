@@ -14,14 +14,17 @@ to its dims), so a namespace's nearest-neighbour search never wades through anot
 
 Tables (``g``: generation id):
 
-- ``generations(id, namespace, live, provider, model, dims, chunker, docs, total_len, version)``: ``version``
-  counts the transactions that changed its postings (readers' caches of postings key on it)
+- ``generations(id, namespace, live, provider, model, dims, chunker, docs, total_len, version, min_a0)``:
+  ``version`` counts the transactions that changed its postings (readers' caches of postings key on it);
+  ``min_a0`` is the smallest average length any of its postings' impacts was computed with
 - ``files(g, path, kind, source, day, hash, mtime, size, chunks, problem)``
 - ``file_meta(g, path, tags, project, type, day)``: front matter for search filters
 - ``chunks(id, g, key, path, source, kind, day, start_line, end_line, heading, text, terms, hash, len,
   tsv, embedding)``: ``tsv`` holds the chunk's stemmed terms as a ``tsvector`` (the 'simple' kind: no
   further parsing or stemming), GIN-indexed; ``len`` is its token count (BM25's document length)
-- ``postings(g, term, chunk_id, tf, len)``: BM25's inverted lists, one row per (term, chunk)
+- ``postings(g, term, chunk_id, tf, len, imp)``: BM25's inverted lists, one row per (term, chunk); ``imp``
+  is the posting's impact (:func:`impact_sql`) for the generation's average length when it was written,
+  and a second B-tree reads a term's postings by impact, highest first (:mod:`mnemo.index.pg_terms`)
 - ``terms(g, term, df)``: document frequencies
 - ``embedding_cache(provider, model, hash, embedding)``: shared by every namespace and machine
 - ``retrievals(namespace, chunk_key, ...)``: search statistics, by namespace (they survive rebuilds)
@@ -41,6 +44,22 @@ log = logging.getLogger(__name__)
 
 SCHEMA = "mnemo"
 MIGRATION_LOCK = 0x6D6E656D6F  # "mnemo": the advisory lock migrations run under
+
+IMPACT_K1, IMPACT_B = 1.2, 0.75
+"""BM25's k1 and b (:data:`mnemo.index.fts.K1`, :data:`mnemo.index.fts.B`), frozen here: migrations use them."""
+AVERAGE_LENGTH = "coalesce(nullif(total_len::float8 / nullif(docs, 0), 0), 1)"
+"""A generation's average chunk length, in SQL over its ``docs`` and ``total_len`` (1 when empty), as
+:func:`mnemo.index.pg_terms.query_weights` computes it."""
+
+
+def impact_sql(a0: str, p: str = "") -> str:
+    """A posting's *impact*, the tf part of its BM25 score ``tf*(k1+1) / (tf + k1*(1-b+b*len/a0))``
+    for the average length ``a0`` (an SQL expression), as a ``real``; ``p``: the postings' alias."""
+    return (
+        f"({p}tf::float8 * {IMPACT_K1 + 1!r} / ({p}tf::float8 + {IMPACT_K1!r} * ({1 - IMPACT_B!r} + "
+        f"{IMPACT_B!r} * {p}len::float8 / ({a0}))))::real"
+    )
+
 
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (
@@ -93,18 +112,31 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             f"CREATE INDEX retrievals_key ON {SCHEMA}.retrievals(namespace, chunk_key)",
         ],
     ),
+    (
+        2,
+        "postings ordered by BM25 impact, for a pruned top-k",
+        [
+            f"ALTER TABLE {SCHEMA}.postings ADD COLUMN imp real",
+            f"ALTER TABLE {SCHEMA}.generations ADD COLUMN min_a0 double precision",
+            f"UPDATE {SCHEMA}.generations SET min_a0 = {AVERAGE_LENGTH}",
+            f"UPDATE {SCHEMA}.postings p SET imp = {impact_sql('g.min_a0', 'p.')} FROM {SCHEMA}.generations g "
+            "WHERE g.id = p.g",
+            f"ALTER TABLE {SCHEMA}.postings ALTER COLUMN imp SET NOT NULL",
+            f"CREATE INDEX postings_impact ON {SCHEMA}.postings(g, term, imp DESC) INCLUDE (chunk_id, tf, len)",
+        ],
+    ),
 ]
 """(version, what it does, statements). Append only; never edit an applied one."""
 
 LATEST = MIGRATIONS[-1][0]
 
 
-def migrate(con: psycopg.Connection) -> int:
-    """Bring the schema to :data:`LATEST` (each missing migration in its own transaction, under an
-    advisory lock); returns the version found before. A database ahead of this mnemo is refused. A
+def migrate(con: psycopg.Connection, upto: int = LATEST) -> int:
+    """Bring the schema to :data:`LATEST` (``upto``: that version; tests) in one transaction under an
+    advisory lock; returns the version found before. A database ahead of this mnemo is refused. A
     current schema is only read (a member role without CREATE on the database connects fine)."""
     found = _applied(con)
-    if found == LATEST:
+    if found >= upto and found <= LATEST:
         return found
     with con.transaction():
         con.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
@@ -120,12 +152,15 @@ def migrate(con: psycopg.Connection) -> int:
                 "upgrade mnemo"
             )
         for version, note, statements in MIGRATIONS:
-            if version <= found:
+            if version <= found or version > upto:
                 continue
             for statement in statements:
                 con.execute(statement)
             con.execute(f"INSERT INTO {SCHEMA}.migrations(version, note) VALUES (%s, %s)", [version, note])
             log.info("PostgreSQL index: applied migration %d (%s)", version, note)
+    if found < 2 <= upto and not con.info.transaction_status:  # rewritten postings: index-only scans again
+        with contextlib.suppress(psycopg.Error):
+            con.execute(f"VACUUM (ANALYZE) {SCHEMA}.postings")
     return found
 
 

@@ -27,7 +27,7 @@ from mnemo.index.api import (
     FileProblem,
     FileState,
 )
-from mnemo.index.pg_schema import SCHEMA, namespace_lock
+from mnemo.index.pg_schema import AVERAGE_LENGTH, SCHEMA, impact_sql, namespace_lock
 from mnemo.index.pg_terms import chunk_terms
 from mnemo.index.pg_vectors import GenerationRows
 
@@ -208,10 +208,19 @@ class PgStore(GenerationRows):
                 post_ids.append(cid)
                 post_tf.append(tf)
                 post_len.append(t.length)
+        # Impacts for the average length with these chunks in (the lowest ever used is kept in min_a0)
+        got_a0 = self.con.execute(
+            f"UPDATE {SCHEMA}.generations SET docs = docs + %(n)s, total_len = total_len + %(len)s, "
+            "version = version + 1, min_a0 = least(min_a0, coalesce(nullif((total_len + %(len)s)::float8 / "
+            f"nullif(docs + %(n)s, 0), 0), 1)) WHERE id = %(g)s RETURNING {AVERAGE_LENGTH}",
+            {"n": len(rows), "len": sum(t.length for t in terms), "g": self.g},
+        ).fetchone()
+        a0 = float(got_a0[0]) if got_a0 else 1.0
         self.con.execute(
-            f"INSERT INTO {SCHEMA}.postings(g, term, chunk_id, tf, len) SELECT %s, * FROM "
-            "unnest(%s::text[], %s::bigint[], %s::integer[], %s::integer[])",
-            [self.g, post_terms, post_ids, post_tf, post_len],
+            f"INSERT INTO {SCHEMA}.postings(g, term, chunk_id, tf, len, imp) SELECT %s, u.*, "
+            f"{impact_sql('%s::float8', 'u.')} FROM "
+            "unnest(%s::text[], %s::bigint[], %s::integer[], %s::integer[]) AS u(term, chunk_id, tf, len)",
+            [self.g, a0, post_terms, post_ids, post_tf, post_len],
         )
         df = Counter(term for t in terms for term in t.tf)
         ordered = sorted(df)
@@ -219,11 +228,6 @@ class PgStore(GenerationRows):
             f"INSERT INTO {SCHEMA}.terms(g, term, df) SELECT %s, term, n FROM unnest(%s::text[], %s::bigint[]) "
             "AS d(term, n) ON CONFLICT (g, term) DO UPDATE SET df = terms.df + EXCLUDED.df",
             [self.g, ordered, [df[t] for t in ordered]],
-        )
-        self.con.execute(
-            f"UPDATE {SCHEMA}.generations SET docs = docs + %s, total_len = total_len + %s, "
-            "version = version + 1 WHERE id = %s",
-            [len(rows), sum(t.length for t in terms), self.g],
         )
 
     def write_meta(self, path: str, meta: FileMeta) -> None:

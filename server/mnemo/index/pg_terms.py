@@ -19,7 +19,6 @@ A query is scored set-wise, OR over its terms, with k1 = 1.2 and b = 0.75, retur
 from __future__ import annotations
 
 import math
-import struct
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
@@ -28,13 +27,13 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import psycopg
-from psycopg.adapt import Buffer, Loader
-from psycopg.pq import Format
 
 from mnemo.index.api import KeywordHit
 from mnemo.index.duck import connect
 from mnemo.index.fts import K1, B
+from mnemo.index.pg_arrays import array_cursor
 from mnemo.index.pg_schema import SCHEMA
+from mnemo.index.pg_topk import score_ids, top_k
 from mnemo.index.postings import best_first
 
 EMPTY_STEM = "\u2205"
@@ -103,6 +102,12 @@ class QueryWeights:
     avgdl: float
     version: int = 0
     """The generation's postings version these statistics (and any postings read with them) belong to."""
+    min_a0: float = 0.0
+    """The smallest average length the generation's stored impacts were computed with (0: none stored)."""
+    postings: int = 0
+    """How many postings the query's stems have (the sum of their document frequencies)."""
+    rarest: float = 0.0
+    """The share of chunks that contain the query's rarest stem."""
 
 
 def query_weights(con: psycopg.Connection, generation: int, terms: Sequence[str]) -> QueryWeights | None:
@@ -111,54 +116,39 @@ def query_weights(con: psycopg.Connection, generation: int, terms: Sequence[str]
     if not stems:
         return None
     rows = con.execute(
-        f"SELECT t.term, t.df, g.docs, g.total_len, g.version FROM {SCHEMA}.generations g "
+        f"SELECT t.term, t.df, g.docs, g.total_len, g.version, g.min_a0 FROM {SCHEMA}.generations g "
         f"LEFT JOIN {SCHEMA}.terms t ON t.g = g.id AND t.term = ANY(%s) AND t.df > 0 WHERE g.id = %s",
         [stems, generation],
     ).fetchall()
     if not rows:
         return None
     num_docs, total_len = float(rows[0][2] or 0), float(rows[0][3] or 0)
-    known = {str(term): float(df) for term, df, _, _, _ in rows if term is not None}
+    known = {str(term): float(df) for term, df, *_ in rows if term is not None}
     if not known:
         return None
     idf = {term: _idf(num_docs, df) for term, df in known.items()}
     mean_idf = sum(idf.values()) / len(idf)
     avgdl = (total_len / num_docs if num_docs else 0.0) or 1.0
     total = sum(idf.values()) + (len(stems) - len(known)) * mean_idf
-    return QueryWeights(idf, total, avgdl, int(rows[0][4]))
+    count, rarest = int(sum(known.values())), min(known.values()) / max(num_docs, 1.0)
+    return QueryWeights(idf, total, avgdl, int(rows[0][4]), float(rows[0][5] or 0.0), count, rarest)
 
 
+SCAN_ALL_BELOW = 200_000
+"""A query whose stems have at most this many postings in all is scored from every posting (a few ms
+from the memo) without trying to prune: pruning's round trips cost more than that saves."""
+PRUNE_RAREST_SHARE = 0.02
+"""Nor is a query pruned whose every stem is in more than this share of the chunks: its best chunks score
+nearly alike and no bound separates them (at 100,000 synthetic notes such queries gave up after three
+rounds, ~10 ms for nothing; the profiled queries that pruned had a stem in under 0.1% of the chunks)."""
 DENSE_SPAN_FACTOR = 8
 SQL_SCORED_IDS = 2_000
 """``only_ids`` up to this many are scored in SQL (their postings by key); more, like a top-k, in NumPy."""
 
 
-class _IntArray(Loader):
-    """A binary ``int8[]``/``int4[]`` (one dimension, no NULLs) as an int64 NumPy array, without a Python
-    object per element (a common term's postings run to tens of thousands)."""
-
-    format = Format.BINARY
-    element = ">i8"
-
-    def load(self, data: Buffer) -> np.ndarray:
-        buf = bytes(data)
-        ndim = struct.unpack_from(">i", buf, 0)[0]
-        if ndim == 0:
-            return np.zeros(0, np.int64)
-        count = struct.unpack_from(">i", buf, 12)[0]
-        items = np.frombuffer(buf, np.dtype([("size", ">i4"), ("value", self.element)]), count, 12 + 8 * ndim)
-        return items["value"].astype(np.int64)
-
-
-class _Int4Array(_IntArray):
-    element = ">i4"
-
-
-_INT8_ARRAY, _INT4_ARRAY = 1016, 1007  # built-in type oids
-
-
-Postings = tuple[np.ndarray, np.ndarray, np.ndarray]
-"""A term's chunk ids, term frequencies and chunk lengths."""
+Postings = tuple[np.ndarray, np.ndarray]
+"""A term's chunk ids and each posting's BM25 share before IDF (``tf*(k1+1) / (tf + k1*(1-b+b*len/avgdl))``,
+at the generation's average length for the version it was read at)."""
 
 
 class PostingsMemo:
@@ -212,51 +202,30 @@ def _postings(
         else:
             out[term] = found
     if missing:
-        for term, postings in _read_postings(con, generation, missing).items():
+        for term, postings in _read_postings(con, generation, missing, weights.avgdl).items():
             out[term] = postings
             if memo is not None:
                 memo.put(generation, weights.version, term, postings)
     return out
 
 
-def _read_postings(con: psycopg.Connection, generation: int, terms: Sequence[str]) -> dict[str, Postings]:
-    cur = con.cursor(binary=True)
-    cur.adapters.register_loader(_INT8_ARRAY, _IntArray)
-    cur.adapters.register_loader(_INT4_ARRAY, _Int4Array)
-    rows = cur.execute(
-        "SELECT p.term, array_agg(p.chunk_id), array_agg(p.tf), array_agg(p.len) "
-        f"FROM {SCHEMA}.postings p WHERE p.g = %s AND p.term = ANY(%s) GROUP BY p.term",
-        [generation, list(terms)],
-    ).fetchall()
-    return {str(term): (ids, tfs.astype(np.int32), lens.astype(np.int32)) for term, ids, tfs, lens in rows}
-
-
-def _scored_sql() -> str:
-    return (
-        f"SELECT p.chunk_id, sum(q.idf * p.tf::float8 * {K1 + 1!r}::float8 / (p.tf::float8 + "
-        f"{K1!r}::float8 * ({1 - B!r}::float8 + {B!r}::float8 * p.len::float8 / %(avgdl)s::float8))) AS bm25, "
-        "sum(q.idf) AS covered FROM unnest(%(terms)s::text[], %(idfs)s::float8[]) AS q(term, idf) "
-        f"JOIN {SCHEMA}.postings p ON p.g = %(g)s AND p.term = q.term AND p.chunk_id = ANY(%(ids)s::bigint[]) "
-        "GROUP BY p.chunk_id ORDER BY bm25 DESC, p.chunk_id"
+def _read_postings(
+    con: psycopg.Connection, generation: int, terms: Sequence[str], avgdl: float
+) -> dict[str, Postings]:
+    rows = (
+        array_cursor(con)
+        .execute(
+            "SELECT p.term, array_agg(p.chunk_id), array_agg(p.tf), array_agg(p.len) "
+            f"FROM {SCHEMA}.postings p WHERE p.g = %s AND p.term = ANY(%s) GROUP BY p.term",
+            [generation, list(terms)],
+        )
+        .fetchall()
     )
-
-
-def _per_chunk(
-    ids: np.ndarray, bm25: np.ndarray, per_posting: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(chunk ids, BM25, covered IDF) summed per chunk. A generation's chunk ids are dense, so a
-    counting array indexed by id does it without sorting the postings (10x faster than ``np.unique``
-    on a million postings); ids spread wider than that fall back to sorting."""
-    lo = int(ids.min())
-    span = int(ids.max()) - lo + 1
-    if span > max(DENSE_SPAN_FACTOR * len(ids), 1 << 20):
-        unique, inverse = np.unique(ids, return_inverse=True)
-        return unique, np.bincount(inverse, weights=bm25), np.bincount(inverse, weights=per_posting)
-    at = ids - lo
-    scores = np.bincount(at, weights=bm25, minlength=span)
-    covered = np.bincount(at, weights=per_posting, minlength=span)
-    present = np.flatnonzero(covered > 0)  # every IDF is > 0
-    return present + lo, scores[present], covered[present]
+    out = {}
+    for term, ids, tfs, lens in rows:
+        tf, length = tfs.astype(np.float64), lens.astype(np.float64)
+        out[str(term)] = (ids, tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl)))
+    return out
 
 
 def _score(
@@ -265,16 +234,31 @@ def _score(
     limit: int,
     only_ids: Sequence[int] | None,
 ) -> list[tuple[int, float, float]]:
-    """BM25 of every chunk in ``postings`` as :class:`mnemo.index.postings.PostingsCache` computes it."""
-    parts = [(postings[t], idf) for t, idf in weights.idf.items() if t in postings]
+    """BM25 of every chunk in ``postings`` as :class:`mnemo.index.postings.PostingsCache` computes it.
+    A generation's chunk ids are dense: each term's shares are added into arrays indexed by chunk id (a
+    term has one posting per chunk, so no id repeats within an add); ids spread wider are sorted."""
+    parts = [(postings[t], idf) for t, idf in weights.idf.items() if t in postings and len(postings[t][0])]
     if not parts:
         return []
-    ids = np.concatenate([p[0] for p, _ in parts])
-    tfs = np.concatenate([p[1] for p, _ in parts]).astype(np.float64)
-    length = np.concatenate([p[2] for p, _ in parts]).astype(np.float64)
-    per_posting = np.concatenate([np.full(len(p[0]), idf) for p, idf in parts])
-    bm25 = per_posting * tfs * (K1 + 1) / (tfs + K1 * (1 - B + B * length / weights.avgdl))
-    unique, scores, covered = _per_chunk(ids, bm25, per_posting)
+    lo = min(int(p[0].min()) for p, _ in parts)
+    span = max(int(p[0].max()) for p, _ in parts) - lo + 1
+    unique: np.ndarray
+    scores: np.ndarray
+    covered: np.ndarray
+    if span > max(DENSE_SPAN_FACTOR * sum(len(p[0]) for p, _ in parts), 1 << 20):
+        ids = np.concatenate([p[0] for p, _ in parts])
+        unique, inverse = np.unique(ids, return_inverse=True)
+        shares = np.concatenate([p[1] * idf for p, idf in parts])
+        idfs = np.concatenate([np.full(len(p[0]), idf) for p, idf in parts])
+        scores, covered = np.bincount(inverse, weights=shares), np.bincount(inverse, weights=idfs)
+    else:
+        dense_scores, dense_covered = np.zeros(span), np.zeros(span)
+        for (ids, share), idf in parts:
+            at = ids - lo
+            dense_scores[at] += share * idf
+            dense_covered[at] += idf
+        present = np.flatnonzero(dense_covered)  # every IDF is > 0
+        unique, scores, covered = present + lo, dense_scores[present], dense_covered[present]
     order = best_first(unique, scores, limit, only_ids)
     return [(int(unique[i]), float(scores[i]), float(covered[i])) for i in order]
 
@@ -291,9 +275,11 @@ def search(
 ) -> list[KeywordHit]:
     """The best ``limit`` chunks by BM25 (all of ``only_ids`` that match, when given), best first.
 
-    The query's postings come back as arrays (one row per term) and are scored with NumPy: aggregating
-    a common term's tens of thousands of postings in SQL took several times longer. A short
-    ``only_ids`` list is scored in SQL from those chunks' postings alone."""
+    The top ``limit`` reads only the heads of the terms' impact-ordered lists when that prunes
+    (:func:`mnemo.index.pg_topk.top_k`, exact); a short ``only_ids`` list is scored in SQL from those
+    chunks' postings alone; otherwise (a filter, a query of common words only) every posting of the
+    query's terms is scored, read as arrays (one row per term, kept in ``memo``) and summed with NumPy:
+    aggregating a common term's tens of thousands of postings in SQL took several times longer."""
     if not terms or (only_ids is not None and not only_ids):
         return []
     key = tuple(terms)
@@ -305,16 +291,15 @@ def search(
             known[key] = weights
     if weights is None:
         return []
-    if only_ids is not None and len(only_ids) <= SQL_SCORED_IDS:
-        params = {
-            "terms": list(weights.idf),
-            "idfs": list(weights.idf.values()),
-            "avgdl": weights.avgdl,
-            "g": generation,
-            "ids": list(only_ids),
-        }
-        rows = con.execute(_scored_sql(), params).fetchall()
-        scored = [(int(cid), float(bm25), float(covered)) for cid, bm25, covered in rows]
+    pruned = (
+        None
+        if only_ids is not None or weights.postings <= SCAN_ALL_BELOW or weights.rarest > PRUNE_RAREST_SHARE
+        else top_k(con, generation, weights.idf, weights.avgdl, weights.min_a0, limit)
+    )
+    if pruned is not None:
+        scored = pruned
+    elif only_ids is not None and len(only_ids) <= SQL_SCORED_IDS:
+        scored = score_ids(con, generation, weights.idf, weights.avgdl, only_ids)
     else:
         scored = _score(weights, _postings(con, generation, weights, memo), limit, only_ids)
     return [KeywordHit(cid, bm25, covered, weights.total) for cid, bm25, covered in scored]

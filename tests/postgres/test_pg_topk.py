@@ -1,0 +1,220 @@
+"""The pruned keyword top-k (impact-ordered postings, :mod:`mnemo.index.pg_topk`) against scoring every
+posting: same scores, same chunks, over random queries on a corpus with skewed term frequencies, after
+writes that move the average length and after deletes; and the migration that adds the impacts."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from mnemo.index import pg_schema, pg_terms, pg_topk
+from mnemo.index.api import ChunkRow
+from mnemo.index.pg_connect import connect
+from mnemo.index.pg_store import PgStore
+from mnemo.text.terms import terms_string
+
+VOCABULARY = [f"w{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}x" for i in range(300)]
+"""Words that stem to themselves; drawn with Zipf-like weights, so a few are in most chunks."""
+WEIGHTS = [1.0 / (rank + 1) for rank in range(len(VOCABULARY))]
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choices(VOCABULARY, WEIGHTS, k=words))
+
+
+def _rows(rng: random.Random, n: int, lengths: tuple[int, int], start: int) -> list[ChunkRow]:
+    out = []
+    for i in range(start, start + n):
+        text = _text(rng, rng.randint(*lengths))
+        out.append(ChunkRow(f"k{i}", f"memory/n{i}.md", "memory", "evergreen", None, 1, 2, "", text,
+                            terms_string(text), f"h{i}"))  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def store(pg_dsn: str, namespace: str) -> Iterator[PgStore]:
+    con = connect(pg_dsn, vectors=False)
+    pg_schema.migrate(con)
+    with con.transaction():
+        pg_schema.namespace_lock(con, namespace)
+        made = pg_schema.create_generation(con, namespace, "none", "", 0, "c", live=True)
+    yield PgStore(con, made)
+    con.close()
+
+
+def _full(con: psycopg.Connection, g: int, terms: list[str]) -> dict[int, tuple[float, float]]:
+    """Every chunk's (BM25, covered IDF) from all of the terms' postings (the NumPy full scan)."""
+    weights = pg_terms.query_weights(con, g, terms)
+    if weights is None:
+        return {}
+    postings = pg_terms._read_postings(con, g, list(weights.idf), weights.avgdl)
+    return {cid: (bm25, cov) for cid, bm25, cov in pg_terms._score(weights, postings, 10**9, None)}
+
+
+def _check_queries(con: psycopg.Connection, g: int, rng: random.Random, count: int) -> int:
+    """Compare the pruned top-k with the full scan for ``count`` random queries; returns how many
+    had hits."""
+    answered = 0
+    for _ in range(count):
+        terms = rng.sample(VOCABULARY[:120], rng.randint(1, 5)) + rng.choices(
+            ["zzunknown"], k=rng.randint(0, 1)
+        )
+        limit = rng.choice([1, 3, 10, 25])
+        full = _full(con, g, terms)
+        ranked = sorted(full.items(), key=lambda item: (-item[1][0], item[0]))
+        hits = pg_terms.search(con, g, terms, limit=limit)
+        assert len(hits) == min(limit, len(ranked)), terms
+        assert len({h.chunk_id for h in hits}) == len(hits)
+        for hit, (_, (best, _)) in zip(hits, ranked, strict=False):
+            assert hit.bm25 == pytest.approx(best, abs=1e-9), (
+                f"{terms} limit {limit}: a score differs by rank"
+            )
+            assert hit.bm25 == pytest.approx(full[hit.chunk_id][0], abs=1e-9), "the chunk's own score"
+            assert hit.covered == pytest.approx(full[hit.chunk_id][1], abs=1e-9)
+        answered += bool(hits)
+    return answered
+
+
+def _small_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prune whatever the query's size, and start from 2 postings a term, so lists are cut and the bound
+    decides (not only full reads)."""
+    monkeypatch.setattr(pg_terms, "SCAN_ALL_BELOW", 0)
+    monkeypatch.setattr(pg_terms, "PRUNE_RAREST_SHARE", 1.0)
+    monkeypatch.setattr(pg_topk, "MIN_READ", 2)
+    monkeypatch.setattr(pg_topk, "FIRST_READ", 0)
+    monkeypatch.setattr(pg_topk, "GROWTH", 2)
+
+
+def _df(store: PgStore, term: str) -> int:
+    row = store.con.execute(
+        "SELECT df FROM mnemo.terms WHERE g = %s AND term = %s", [store.g, term]
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _read_for_top_one(store: PgStore, monkeypatch: pytest.MonkeyPatch, term: str) -> int:
+    """How many chunks the top-1 of ``term`` scored exactly in its last round."""
+    sizes: list[int] = []
+    real = pg_topk.score_ids
+
+    def recording(con, generation, idf, avgdl, ids):  # type: ignore[no-untyped-def]
+        sizes.append(len(ids))
+        return real(con, generation, idf, avgdl, ids)
+
+    monkeypatch.setattr(pg_topk, "score_ids", recording)
+    hits = pg_terms.search(store.con, store.g, [term], limit=1)
+    monkeypatch.setattr(pg_topk, "score_ids", real)
+    assert len(hits) == 1
+    return sizes[-1]
+
+
+def _avg_lengths(con: psycopg.Connection, g: int) -> tuple[float, float]:
+    row = con.execute(
+        "SELECT total_len::float8 / docs, min_a0 FROM mnemo.generations WHERE id = %s", [g]
+    ).fetchone()
+    assert row is not None
+    return float(row[0]), float(row[1])
+
+
+def test_pruned_top_k_equals_full_scoring_as_average_length_moves_and_chunks_go(
+    store: PgStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(17)
+    _small_reads(monkeypatch)
+    with store.transaction():  # short chunks first: their impacts are computed for a small average
+        store.insert_chunks(_rows(rng, 150, (3, 12), 0), None)
+    assert _check_queries(store.con, store.g, rng, 40) >= 30
+    assert _read_for_top_one(store, monkeypatch, VOCABULARY[0]) < _df(store, VOCABULARY[0]), (
+        "the most common word's best chunk is found without reading its whole list"
+    )
+    with store.transaction():
+        store.insert_chunks(_rows(rng, 250, (20, 90), 150), None)
+    avgdl, min_a0 = _avg_lengths(store.con, store.g)
+    assert avgdl > 2 * min_a0, "stored impacts now understate: the bound's factor exceeds 1"
+    assert _check_queries(store.con, store.g, rng, 60) >= 50
+    ids = [int(r[0]) for r in store.con.execute("SELECT id FROM mnemo.chunks WHERE g = %s", [store.g])]
+    with store.transaction():
+        store.delete_chunks(rng.sample(ids, 120))
+        store.insert_chunks(_rows(rng, 40, (1, 4), 1000), None)
+    assert _check_queries(store.con, store.g, rng, 60) >= 40
+
+
+def test_a_top_k_too_costly_to_prune_scores_every_posting(
+    store: PgStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(5)
+    with store.transaction():
+        store.insert_chunks(_rows(rng, 300, (5, 40), 0), None)
+    weights = pg_terms.query_weights(store.con, store.g, VOCABULARY[:4])
+    assert weights is not None
+    _small_reads(monkeypatch)
+    monkeypatch.setattr(pg_topk, "MAX_READ", 8)
+    args = (store.con, store.g, weights.idf, weights.avgdl, weights.min_a0, 10)
+    assert pg_topk.top_k(*args) is None, "past MAX_READ postings a term, the pruned top-k gives up"
+    monkeypatch.setattr(pg_topk, "MAX_READ", 10**6)
+    monkeypatch.setattr(pg_topk, "MAX_VERIFY", 1)
+    assert pg_topk.top_k(*args) is None, "so it does when too many chunks would be scored by key"
+    assert _check_queries(store.con, store.g, rng, 40) >= 30, "and the full scan answers instead"
+
+    def no_pruning(*args: object) -> None:
+        raise AssertionError("a query with few postings is scored from all of them")
+
+    monkeypatch.setattr(pg_terms, "top_k", no_pruning)
+    monkeypatch.setattr(pg_terms, "SCAN_ALL_BELOW", 10**9)
+    assert pg_terms.search(store.con, store.g, VOCABULARY[:3], limit=5)
+    monkeypatch.setattr(pg_terms, "SCAN_ALL_BELOW", 0)
+    monkeypatch.setattr(pg_terms, "PRUNE_RAREST_SHARE", 0.0)
+    assert pg_terms.search(store.con, store.g, VOCABULARY[:3], limit=5), "nor one of common words only"
+
+
+def test_migration_to_impacts_fills_them_for_an_existing_generation(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _small_reads(monkeypatch)
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS mnemo_impacts")
+        admin.execute("CREATE DATABASE mnemo_impacts")
+    con = connect(pg_dsn.rsplit("/", 1)[0] + "/mnemo_impacts", vectors=False)
+    try:
+        assert pg_schema.migrate(con, upto=1) == 0
+        rng = random.Random(3)
+        g = con.execute(
+            "INSERT INTO mnemo.generations(namespace, live, provider, model, dims, chunker) "
+            "VALUES ('old', true, 'none', '', 0, 'c') RETURNING id"
+        ).fetchone()
+        assert g is not None
+        gid = int(g[0])
+        rows = _rows(rng, 200, (2, 40), 0)
+        terms = pg_terms.chunk_terms([r.terms for r in rows])
+        for cid, t in enumerate(terms, start=1):  # the rows as schema version 1 wrote them
+            for term, tf in t.tf.items():
+                con.execute(
+                    "INSERT INTO mnemo.postings(g, term, chunk_id, tf, len) VALUES (%s, %s, %s, %s, %s)",
+                    [gid, term, cid, tf, t.length],
+                )
+            con.execute(
+                "INSERT INTO mnemo.terms(g, term, df) SELECT %s, x, 1 FROM unnest(%s::text[]) x "
+                "ON CONFLICT (g, term) DO UPDATE SET df = terms.df + 1",
+                [gid, list(t.tf)],
+            )
+        total = sum(t.length for t in terms)
+        con.execute(
+            "UPDATE mnemo.generations SET docs = %s, total_len = %s WHERE id = %s", [len(terms), total, gid]
+        )
+        assert pg_schema.migrate(con) == 1
+        avgdl, min_a0 = _avg_lengths(con, gid)
+        assert min_a0 == pytest.approx(total / len(terms))
+        bad = con.execute(
+            "SELECT count(*) FROM mnemo.postings WHERE g = %s AND abs(imp - tf * 2.2 / (tf + 1.2 * "
+            "(0.25 + 0.75 * len / %s::float8))) > 1e-6",
+            [gid, avgdl],
+        ).fetchone()
+        assert bad == (0,), "every posting's impact is its BM25 tf part at the average length"
+        assert con.execute("SELECT to_regclass('mnemo.postings_impact')").fetchone() != (None,)
+        assert _check_queries(con, gid, rng, 30) >= 20
+    finally:
+        con.close()
