@@ -82,3 +82,28 @@ def test_a_warm_search_reads_no_rows_and_an_edit_is_seen(
     (root / "memory/bees.md").write_text("# Bees\n\nThe hive needs a water dish.\n")
     memory.sync()
     assert memory.search("hive water dish").results[0].path == "memory/bees.md"
+
+
+def test_the_writer_lists_embedded_chunks_from_memory_as_the_table_does(
+    make_workspace: WorkspaceBuilder, services_factory: Any, hash_embedder: Any
+) -> None:
+    import numpy as np
+
+    from mnemo.index.reader import DuckReader
+    from mnemo.memory.service import MemoryService
+    from mnemo.services import build_services
+
+    root: Path = make_workspace(NOTES)
+    built = build_services(root)
+    memory = MemoryService(built.workspace, built.settings, hash_embedder(dims=16))
+    try:
+        memory.sync(vectors="wait")
+        store = memory.indexer.store
+        cached = store.read_with(store.reader())
+        plain = DuckReader(store.reader(), store.identity)  # no caches: everything from the table
+        ours, table = cached.embedded_chunks("memory"), plain.embedded_chunks("memory")
+        assert ours and ours == table  # ids, paths, lines, text (vectors compare apart)
+        assert all(np.array_equal(a.embedding, b.embedding) for a, b in zip(ours, table, strict=True))
+    finally:
+        memory.close()
+        built.close()

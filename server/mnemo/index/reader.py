@@ -255,6 +255,12 @@ class DuckReader:
         if not self._with_vectors:
             return []
         sql = "FROM chunks WHERE source = ? AND embedding IS NOT NULL ORDER BY path, start_line, id"
+        if self._record_cache is not None and self._vector_cache is not None:
+            # The writer holds the rows and vectors: only the ids are read, nothing is copied twice
+            # (a workspace diagnostics pass asks for every memory chunk).
+            ids = [int(row[0]) for row in self.con.execute(f"SELECT id {sql}", [source]).fetchall()]
+            found = self.records(ids, with_vectors=True)
+            return [found[cid] for cid in ids if cid in found]
         rows = self.con.execute(f"SELECT {_RECORD} {sql}", [source]).fetchall()
         vectors = _vectors(self.con.execute(f"SELECT embedding {sql}", [source]).fetchnumpy()["embedding"])
         return [_record(row, vector) for row, vector in zip(rows, vectors, strict=True)]
