@@ -96,6 +96,8 @@ def _block_scalar(style: str, lines: list[str]) -> str:
 
 def parse_front_matter(text: str) -> FrontMatter:
     """Parse the front matter at the start of ``text`` (a whole Markdown file)."""
+    if not text.lstrip("\ufeff").startswith("---"):
+        return FrontMatter()  # most notes: no need to split the whole text into lines
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if not lines or lines[0].lstrip("\ufeff").rstrip() != "---":
         return FrontMatter()
