@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Literal
 
 from mnemo.config import ConfigProblem, EmbeddingSettings, Settings, load_settings
 from mnemo.workspace.layout import Workspace
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # built on first use: `mnemo index` and `mnemo search` never 
     from mnemo.editor.vcs import MemoryRepo
     from mnemo.embeddings import Embedder
     from mnemo.index.api import IndexIdentity
-    from mnemo.index.indexer import Indexer
+    from mnemo.index.engine import IndexEngine
     from mnemo.memory.readonly import ReadOnlyMemory
     from mnemo.memory.service import MemoryService
     from mnemo.memory.sharing import SharedMemory
@@ -325,7 +325,7 @@ def provider_for_index(workspace: Workspace, built: IndexIdentity | None) -> Lit
     return "local"
 
 
-def index_engine(workspace: Workspace, settings: Settings, embedder: Embedder) -> Indexer | None:
+def index_engine(workspace: Workspace, settings: Settings, embedder: Embedder) -> IndexEngine | None:
     """The index engine ``[index] backend`` names: None for the default (the workspace's DuckDB file),
     the shared PostgreSQL one (docs/team.md) for ``postgres``, its DSN from ``MNEMO_PG_DSN``."""
     if settings.index.backend != "postgres":
@@ -337,7 +337,7 @@ def index_engine(workspace: Workspace, settings: Settings, embedder: Embedder) -
     engine = PgIndexer(
         workspace, embedder, settings.index, settings.chunking, dsn=dsn_from_env(), namespace=namespace
     )
-    return cast("Indexer", engine)  # Indexer's surface, engine-neutral (tests/postgres run it end to end)
+    return engine
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder:

@@ -107,23 +107,6 @@ class Indexer(IdentityMatch):
             pause=pause,
         )
 
-    def embed_pending(
-        self, report: SyncReport, progress: Progress | None = None, cancel: threading.Event | None = None
-    ) -> None:
-        """Embed every pending chunk in this thread, batch after committed batch (the caller holds the
-        writer's lock, if any); progress is (chunks with a vector, chunks, "embedding")."""
-        while not (cancel is not None and cancel.is_set()):
-            step = self.embed_step(cancel=cancel)
-            if step is None:
-                break
-            report.chunks_embedded += step.embedded
-            report.chunks_reused += step.filled - step.embedded
-            if progress:
-                progress(step.total - step.pending, step.total, "embedding")
-            if step.filled == 0:
-                break  # nothing could be written (cancelled, or the batch vanished): do not spin
-        self._count_pending(report)
-
     def _count_pending(self, report: SyncReport) -> None:
         store = self.writable_store()
         if store is not None:

@@ -1,16 +1,21 @@
 """IdentityMatch: how an engine's indexer (:class:`mnemo.index.indexer.Indexer`,
 :class:`mnemo.index.pg_indexer.PgIndexer`) compares the open index with what this process would build:
 foreign (read-only here), same model (its vectors are searchable), the note that says why, and whether a
-sync replaces it. One definition, so both engines decide alike."""
+sync replaces it; and the loop that embeds what is pending, batch by batch. One definition, so both
+engines decide and embed alike."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from mnemo.config import ChunkingSettings
 from mnemo.embeddings import Embedder
+from mnemo.index import pending
 from mnemo.index.api import IndexIdentity
-from mnemo.index.file_rows import Replace
+from mnemo.index.file_rows import Progress, Replace, SyncReport
 from mnemo.index.identity import chunker_id, mismatch_message
 
 
@@ -65,3 +70,35 @@ class IdentityMatch:
         if not self.foreign or replace == "none":
             return False
         return replace == "any" or self.same_model()
+
+    # -- embedding what is pending (the same loop for both engines) ----------------------------------------
+    def embed_step(
+        self,
+        *,
+        write_lock: contextlib.AbstractContextManager[object] | None = None,
+        cancel: pending.Cancel | None = None,
+        pause: Callable[[], None] | None = None,
+    ) -> pending.StepResult | None:
+        """Embed and commit one batch of pending chunks (the engine's)."""
+        raise NotImplementedError
+
+    def _count_pending(self, report: SyncReport) -> None:
+        """Set ``report.chunks_pending`` from the open index (the engine's)."""
+        raise NotImplementedError
+
+    def embed_pending(
+        self, report: SyncReport, progress: Progress | None = None, cancel: threading.Event | None = None
+    ) -> None:
+        """Embed every pending chunk in this thread, batch after committed batch (the caller holds the
+        writer's lock, if any); progress is (chunks with a vector, chunks, "embedding")."""
+        while not (cancel is not None and cancel.is_set()):
+            step = self.embed_step(cancel=cancel)
+            if step is None:
+                break
+            report.chunks_embedded += step.embedded
+            report.chunks_reused += step.filled - step.embedded
+            if progress:
+                progress(step.total - step.pending, step.total, "embedding")
+            if step.filled == 0:
+                break  # nothing could be written (cancelled, or the batch vanished): do not spin
+        self._count_pending(report)

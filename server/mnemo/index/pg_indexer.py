@@ -198,21 +198,6 @@ class PgIndexer(IdentityMatch):
         finally:
             con.close()
 
-    def embed_pending(
-        self, report: SyncReport, progress: Progress | None = None, cancel: threading.Event | None = None
-    ) -> None:
-        while not (cancel is not None and cancel.is_set()):
-            step = self.embed_step(cancel=cancel)
-            if step is None:
-                break
-            report.chunks_embedded += step.embedded
-            report.chunks_reused += step.filled - step.embedded
-            if progress:
-                progress(step.total - step.pending, step.total, "embedding")
-            if step.filled == 0:
-                break
-        self._count_pending(report)
-
     def _count_pending(self, report: SyncReport) -> None:
         store = self.writable_store()
         if store is not None:

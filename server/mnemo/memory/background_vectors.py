@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 from mnemo.index.api import IndexReader
-from mnemo.index.indexer import Indexer
+from mnemo.index.engine import IndexEngine
 from mnemo.index.pending import EMBED_BATCH, Cancel, StepResult
 from mnemo.memory.readonly import vectors_note
 
@@ -171,7 +171,7 @@ class PendingVectors:
 
     def __init__(
         self,
-        indexer: Indexer,
+        indexer: IndexEngine,
         write_lock: contextlib.AbstractContextManager[object],
         recovering: Callable[[Callable[[], StepResult | None]], StepResult | None],
         generation: Callable[[], int],

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from mnemo.workspace.layout import Workspace
 
 if TYPE_CHECKING:
-    from mnemo.index.indexer import Indexer
+    from mnemo.index.engine import IndexEngine
     from mnemo.memory.background_vectors import PendingVectors
 
 
@@ -89,7 +89,7 @@ class EditorBuffers:
 
 
 def apply_edits(
-    indexer: Indexer, workspace: Workspace, edits: Mapping[str, str | None], vectors: PendingVectors
+    indexer: IndexEngine, workspace: Workspace, edits: Mapping[str, str | None], vectors: PendingVectors
 ) -> None:
     """Index taken-over edits (the caller holds the writer lock): a buffer's text as it is; ``None``: the
     file as on disk (a sync: only files whose size or mtime changed are read), or its removal."""

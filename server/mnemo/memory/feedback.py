@@ -25,7 +25,7 @@ import pyarrow as pa
 from mnemo.config import SearchSettings
 from mnemo.index import feedback as table
 from mnemo.index.api import IndexReader
-from mnemo.index.indexer import Indexer
+from mnemo.index.engine import IndexEngine
 from mnemo.memory.limits import cut_query
 from mnemo.memory.turns import (
     FeedbackError,
@@ -61,7 +61,7 @@ class FeedbackBook:
     def __init__(
         self,
         root: Path,
-        indexer: Indexer,
+        indexer: IndexEngine,
         write_lock: threading.RLock,
         settings: SearchSettings,
         flush_retrievals: Callable[[], object],
@@ -173,15 +173,22 @@ class FeedbackBook:
     # -- surviving a rebuild ------------------------------------------------------------------------
     def saved(self, full: bool) -> pa.Table | None:
         """Rows to carry into a rebuilt index (read only when a rebuild may happen)."""
+        from mnemo.index.store import ChunkStore
+
         store = self.indexer.store
-        if store is not None:
-            return table.saved_table(store.con) if full else None
-        return table.read_table(self.indexer.path)
+        if store is None:
+            return table.read_table(self.indexer.path)
+        if not isinstance(store, ChunkStore):
+            return None  # another engine keeps no feedback (see _store)
+        return table.saved_table(store.con) if full else None
 
     def restore(self, saved: pa.Table | None) -> None:
-        if saved is None or self.indexer.store is None:
+        from mnemo.index.store import ChunkStore
+
+        store = self.indexer.store
+        if saved is None or not isinstance(store, ChunkStore):
             return
         try:
-            table.restore(self.indexer.store.con, saved)
+            table.restore(store.con, saved)
         except duckdb.Error as exc:  # an older layout: history, not worth failing a rebuild for
             log.warning("feedback was not carried over the rebuild: %s", exc)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import duckdb
 import pyarrow as pa
 
-from mnemo.index.indexer import Indexer
+from mnemo.index.engine import IndexEngine
 from mnemo.index.store import ChunkStore
 from mnemo.memory.retrievals import RetrievalLog
 from mnemo.search.results import SearchOutcome
@@ -27,7 +27,7 @@ class RetrievalRecorder:
 
     def __init__(
         self,
-        indexer: Indexer,
+        indexer: IndexEngine,
         write_lock: threading.RLock,
         recovering: Callable[[Callable[[], bool]], bool],
         changed: Callable[[], int],

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from mnemo.errors import IndexUnavailable
-from mnemo.index.indexer import Indexer
+from mnemo.index.engine import IndexEngine
 from mnemo.index.repair import BROKEN_DATABASE
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,9 @@ T = TypeVar("T")
 class Recovery:
     """Runs calls on the index; one repair for all the calls that failed on the same database."""
 
-    def __init__(self, indexer: Indexer, write_lock: threading.RLock, repaired: Callable[[], None]) -> None:
+    def __init__(
+        self, indexer: IndexEngine, write_lock: threading.RLock, repaired: Callable[[], None]
+    ) -> None:
         self.indexer = indexer
         self.write_lock = write_lock
         self.repaired = repaired

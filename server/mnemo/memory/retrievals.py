@@ -14,7 +14,7 @@ from datetime import datetime
 
 import duckdb
 
-from mnemo.index.store import ChunkStore
+from mnemo.index.engine import RetrievalTables
 from mnemo.search.results import SearchOutcome
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class RetrievalLog:
         with self._lock:
             return len(self._queue)
 
-    def flush(self, store: ChunkStore | None) -> None:
+    def flush(self, store: RetrievalTables | None) -> None:
         """Write the queued rows (the caller holds the writer lock)."""
         if store is None:
             return

@@ -19,6 +19,7 @@ import duckdb
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
 from mnemo.errors import IndexBusy, MnemoError
+from mnemo.index.engine import IndexEngine
 from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
 from mnemo.memory.background_vectors import FEW_PENDING, PendingVectors, Vectors
 from mnemo.memory.buffers import EditorBuffers, apply_edits
@@ -51,7 +52,7 @@ class MemoryService:
         embedder: Embedder,
         config_problems: Sequence[ConfigProblem] = (),
         *,
-        indexer: Indexer | None = None,
+        indexer: IndexEngine | None = None,
     ) -> None:
         """``indexer``: the index engine (default: the workspace's DuckDB file; the composition root
         passes :class:`mnemo.index.pg_indexer.PgIndexer` for ``[index] backend = "postgres"``)."""
@@ -59,7 +60,7 @@ class MemoryService:
         self.settings = settings
         self.embedder = embedder
         self.config_problems = list(config_problems)
-        self.indexer = indexer or Indexer(workspace, embedder, settings.index, settings.chunking)
+        self.indexer: IndexEngine = indexer or Indexer(workspace, embedder, settings.index, settings.chunking)
         self.searcher = HybridSearcher(
             embedder,
             settings.search,

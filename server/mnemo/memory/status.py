@@ -10,7 +10,8 @@ from mnemo.errors import IndexUnavailable
 from mnemo.index.api import FileProblem
 
 if TYPE_CHECKING:
-    from mnemo.index.indexer import Indexer, SyncReport
+    from mnemo.index.engine import IndexEngine
+    from mnemo.index.indexer import SyncReport
     from mnemo.memory.background_vectors import PendingVectors
 
 State = Literal["not indexed", "indexing", "ready", "error", "released"]
@@ -79,7 +80,7 @@ class IndexStatus:
 
 
 def read_status(
-    indexer: Indexer,
+    indexer: IndexEngine,
     vectors: PendingVectors,
     state: IndexState,
     *,

@@ -1,0 +1,102 @@
+"""IndexEngine: what the memory service needs of an index engine, the one protocol both engines meet.
+
+:class:`mnemo.index.indexer.Indexer` (the workspace's DuckDB file) and
+:class:`mnemo.index.pg_indexer.PgIndexer` (a shared PostgreSQL + pgvector, docs/team.md) both implement
+it; :class:`mnemo.memory.service.MemoryService` and its parts type against it, so the composition root
+hands either over without a cast (mypy checks both against it). Reads go through
+:class:`mnemo.index.api.IndexReader`; what an engine's store offers the services beyond reads is
+:class:`RetrievalTables`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from mnemo.index import pending
+from mnemo.index.api import IndexIdentity, IndexReader
+from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen
+from mnemo.workspace.layout import MemoryFile
+
+
+class RetrievalTables(Protocol):
+    """An open index's retrieval statistics (hovers and lenses; history kept across rebuilds)."""
+
+    @property
+    def identity(self) -> IndexIdentity: ...
+
+    def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None: ...
+
+    def retrieval_table(self) -> Any: ...
+
+    def restore_retrievals(self, table: Any) -> None: ...
+
+
+class IndexEngine(Protocol):
+    @property
+    def dir(self) -> Path:
+        """The index folder (``[index] dir``): the writer lease and socket live there."""
+        ...
+
+    @property
+    def path(self) -> Path:
+        """The index file (a local cache of the engine for PostgreSQL: its stat cache)."""
+        ...
+
+    @property
+    def opened(self) -> threading.Event:
+        """Set once an index is open (a search at start-up waits on it)."""
+        ...
+
+    @property
+    def store(self) -> RetrievalTables | None:
+        """The open index (None: none yet, or closed)."""
+        ...
+
+    @property
+    def foreign(self) -> bool:
+        """The open index was built for another model or chunker (read as it is, never rebuilt here)."""
+        ...
+
+    def identity(self) -> IndexIdentity: ...
+
+    def vector_dims(self) -> int: ...
+
+    def mismatch_note(self) -> str | None: ...
+
+    def open(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+    def recover(self) -> None: ...
+
+    def reading(self, *, timeout: float = -1) -> contextlib.AbstractContextManager[IndexReader | None]: ...
+
+    def sync(
+        self,
+        *,
+        full: bool = False,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+        replace: Replace = "chunker",
+        vectors: VectorsWhen = "now",
+    ) -> SyncReport: ...
+
+    def index_text(self, memory_file: MemoryFile, text: str) -> SyncReport: ...
+
+    def remove(self, rel_path: str) -> None: ...
+
+    def embed_step(
+        self,
+        *,
+        write_lock: contextlib.AbstractContextManager[object] | None = None,
+        cancel: pending.Cancel | None = None,
+        pause: Callable[[], None] | None = None,
+    ) -> pending.StepResult | None: ...
+
+    def embed_pending(
+        self, report: SyncReport, progress: Progress | None = None, cancel: threading.Event | None = None
+    ) -> None: ...
