@@ -1,7 +1,7 @@
 """BM25 on PostgreSQL from our own term statistics, with the same terms and formula as the DuckDB engine.
 
 A chunk's ``terms`` (:func:`mnemo.text.terms.terms_string`: words, identifier parts, CJK bigrams) are
-Porter-stemmed by the very function DuckDB's fts extension uses (an in-memory DuckDB, stems cached), so
+Porter-stemmed as DuckDB's fts extension stems them (libstemmer's Porter, :mod:`mnemo.text.stems`), so
 both engines index the same terms and score them alike; the database needs no text search
 configuration of its own (PostgreSQL's 'simple' parsing would split our terms again, and its stemmers
 differ). What is stored per generation:
@@ -24,48 +24,29 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import psycopg
 
 from mnemo.index.api import KeywordHit
-from mnemo.index.duck import connect
 from mnemo.index.fts import K1, B
 from mnemo.index.pg_arrays import array_cursor
 from mnemo.index.pg_schema import SCHEMA
 from mnemo.index.pg_topk import score_ids, top_k
 from mnemo.index.postings import best_first
+from mnemo.text.stems import porter_stems
 
 EMPTY_STEM = "\u2205"
 """Stands for the empty stem (Porter stems "s", as in "it's", to nothing; a tsvector cannot hold an
 empty lexeme). No term is ever "∅" (terms are letters, marks, digits, underscores), so BM25 is unchanged."""
-STEM_CACHE_LIMIT = 500_000
-"""Distinct terms whose stems are kept in memory (a notes vocabulary; CJK bigrams included)."""
 
 
 class PorterStems:
-    """Porter stems exactly as DuckDB's fts extension computes them (``stem(term, 'porter')``)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._con: duckdb.DuckDBPyConnection | None = None
-        self._cache: dict[str, str] = {}
+    """Porter stems exactly as DuckDB's fts extension computes them (:mod:`mnemo.text.stems`, tested equal
+    to ``stem(term, 'porter')``), the empty stem spelled :data:`EMPTY_STEM`."""
 
     def of(self, terms: Iterable[str]) -> dict[str, str]:
         """term -> stem for every term given."""
-        wanted = set(terms)
-        with self._lock:
-            missing = [t for t in wanted if t not in self._cache]
-            if missing:
-                if self._con is None:
-                    self._con = connect(":memory:", vss=False)
-                rows = self._con.execute(
-                    "SELECT t, stem(t, 'porter') FROM unnest(?::VARCHAR[]) u(t)", [missing]
-                ).fetchall()
-                if len(self._cache) + len(rows) > STEM_CACHE_LIMIT:
-                    self._cache.clear()
-                self._cache.update((term, stem or EMPTY_STEM) for term, stem in rows)
-            return {t: self._cache[t] for t in wanted}
+        return {term: stem or EMPTY_STEM for term, stem in porter_stems(terms).items()}
 
 
 STEMS = PorterStems()
