@@ -230,8 +230,7 @@ class Services:
 
     @property
     def approvals(self) -> ApprovalQueue:
-        """Pending approvals of this process (listed and resolved by the LSP server), built on first use:
-        `mnemo index` and `mnemo search` never load the policy package."""
+        """Pending approvals of this process (the LSP server lists them), built on first use."""
         with self._approvals_lock:  # not the gate's: tool_gate asks for this while holding that
             if self._approvals is None:
                 from mnemo.policy.approvals import ApprovalQueue
@@ -334,10 +333,9 @@ def index_engine(workspace: Workspace, settings: Settings, embedder: Embedder) -
     from mnemo.index.pg_indexer import PgIndexer
 
     namespace = settings.index.namespace.strip() or workspace.root.name
-    engine = PgIndexer(
+    return PgIndexer(
         workspace, embedder, settings.index, settings.chunking, dsn=dsn_from_env(), namespace=namespace
     )
-    return engine
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder:
