@@ -36,8 +36,6 @@ from mnemo.memory.turns import (
     transcript_path,
     turns,
 )
-from mnemo.search import usefulness
-from mnemo.search.results import SearchOutcome
 
 log = logging.getLogger(__name__)
 
@@ -155,20 +153,8 @@ class FeedbackBook:
 
     # -- reading ------------------------------------------------------------------------------------
     @staticmethod
-    def tallies(reader: IndexReader, keys: list[str]) -> dict[str, table.Tally]:
-        """Tallies of ``keys`` (none from an engine other than DuckDB, which has no feedback table)."""
-        return table.reader_tallies(reader, keys)
-
-    @staticmethod
     def file_tallies(reader: IndexReader, path: str) -> dict[str, table.Tally]:
         return table.reader_file_tallies(reader, path)
-
-    # -- ranking (mnemo.search.usefulness) ------------------------------------------------------------
-    def fetch(self, k: int) -> int:
-        return usefulness.fetch_count(self.settings, k)
-
-    def rerank(self, reader: IndexReader, outcome: SearchOutcome, k: int) -> None:
-        usefulness.apply_prior(reader, outcome, self.settings, k)
 
     # -- surviving a rebuild ------------------------------------------------------------------------
     def saved(self, full: bool) -> pa.Table | None:

@@ -26,7 +26,7 @@ from mnemo.config import ConfigProblem, Settings
 from mnemo.index import INDEX_FILE
 from mnemo.memory.limits import check_search
 from mnemo.memory.reading import FileLines, read_lines
-from mnemo.memory.status import IndexStatus, SyncProgress, VectorProgress
+from mnemo.memory.status import KEYWORD_ONLY_NOTE, IndexStatus, SyncProgress, VectorProgress, vectors_note
 from mnemo.workspace.layout import Workspace
 
 if TYPE_CHECKING:  # imported by the calls that open the index: a command a server answers loads none
@@ -49,17 +49,6 @@ class UpToDate:
 
 class WriterNeeded(Exception):
     """This call needs the index writer's path (a sync, a repair or a rebuild first); the reason says why."""
-
-
-def vectors_note(embedded: int, total: int, *, embedding: bool) -> str:
-    """What a search or status says while chunks wait for vectors (``embedding``: a thread is at it)."""
-    how = "embedding continues in the background" if embedding else "run `mnemo index` to embed them"
-    if embedded == 0:
-        return f"keyword-only until the vectors are ready: 0 of {total:,} chunks embedded; {how}"
-    return (
-        f"hybrid, {embedded:,} of {total:,} chunks embedded; the other {total - embedded:,} are "
-        f"searched by keyword; {how}"
-    )
 
 
 class ReadOnlyMemory:
@@ -128,7 +117,6 @@ class ReadOnlyMemory:
         """As :meth:`MemoryService.search`; ``sync``: raise WriterNeeded when a file changed since it was
         indexed (the writer's search syncs first), else search the index as it is."""
         from mnemo.embeddings import uses_bundled_english_model
-        from mnemo.search import usefulness
         from mnemo.search.filters import check_filters
         from mnemo.search.hybrid import HybridSearcher
 
@@ -156,23 +144,21 @@ class ReadOnlyMemory:
                 wanted,
                 english_only_vectors=uses_bundled_english_model(self.settings.embedding),
             )
-            k = max_results or wanted.max_results
-            outcome = searcher.search(
+            outcome = searcher.search_with_prior(
                 reader,
                 query,
+                k=max_results or wanted.max_results,
                 dims=dims,
-                max_results=usefulness.fetch_count(wanted, k),
                 min_score=min_score,
                 sources=sources,
                 today=today,
                 filters=checked,
             )
-            usefulness.apply_prior(reader, outcome, wanted, k)
         finally:
             snapshot.close()
         outcome.notes.extend(notes)
         if snapshot.identity.dims == 0:
-            outcome.notes.append("keyword-only mode: no embedding provider (embedding.provider = none)")
+            outcome.notes.append(KEYWORD_ONLY_NOTE)
         return outcome
 
     def unchanged(self) -> UpToDate:

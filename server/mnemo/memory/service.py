@@ -28,7 +28,7 @@ from mnemo.memory.limits import check_search
 from mnemo.memory.reading import FileLines, read_lines
 from mnemo.memory.recording import RetrievalRecorder
 from mnemo.memory.recovery import Recovery
-from mnemo.memory.status import IndexState, IndexStatus, not_built, read_status
+from mnemo.memory.status import KEYWORD_ONLY_NOTE, IndexState, IndexStatus, not_built, read_status
 from mnemo.search.filters import SearchFilters, check_filters
 from mnemo.search.hybrid import HybridSearcher
 from mnemo.search.results import SearchOutcome
@@ -288,24 +288,22 @@ class MemoryService:
                 notes.append(self.vectors.note(embedded, total))
                 if embedded == 0:  # nothing to compare a query vector with yet
                     dims = 0
-            k = max_results or self.settings.search.max_results
             with self.vectors.searching():  # the embedding thread lets the query's embedding go first
-                outcome = self._searcher(one_per_file).search(
+                outcome = self._searcher(one_per_file).search_with_prior(
                     reader,
                     query,
+                    k=max_results or self.settings.search.max_results,
                     dims=dims,
-                    max_results=self.feedback.fetch(k),  # more when the usefulness prior may lift one in
                     min_score=min_score,
                     sources=sources,
                     today=today,
                     filters=filters,
                 )
-            self.feedback.rerank(reader, outcome, k)
         outcome.notes.extend(notes)
         if mismatch:  # an index built for another model: searched as it is, never rebuilt by a read
             outcome.notes.append(mismatch)
         elif identity.dims == 0:
-            outcome.notes.append("keyword-only mode: no embedding provider (embedding.provider = none)")
+            outcome.notes.append(KEYWORD_ONLY_NOTE)
         return outcome
 
     def record_feedback(self, session_id: str, turn: int | None, useful: bool) -> FeedbackResult:

@@ -14,7 +14,7 @@ from mnemo.config import SearchSettings
 from mnemo.embeddings import Embedder
 from mnemo.index.api import ChunkRecord, IndexReader, KeywordHit
 from mnemo.search import filters as search_filters
-from mnemo.search import lines, ranking
+from mnemo.search import lines, ranking, usefulness
 from mnemo.search.query_vectors import QueryVectors
 from mnemo.search.results import ScoreParts, SearchHit, SearchOutcome
 from mnemo.search.select import select as select_hits
@@ -80,6 +80,33 @@ class HybridSearcher:
             if self.english_only_vectors
             else s.vector_weight
         )
+
+    def search_with_prior(
+        self,
+        reader: IndexReader,
+        query: str,
+        *,
+        k: int,
+        dims: int,
+        min_score: float | None = None,
+        sources: Sequence[str] | None = None,
+        today: date | None = None,
+        filters: search_filters.SearchFilters | None = None,
+    ) -> SearchOutcome:
+        """:meth:`search` for ``k`` results with the usefulness prior applied (:mod:`mnemo.search.usefulness`:
+        more are ranked while it is on, since it may lift one in): the writer's and the one-shot's search."""
+        outcome = self.search(
+            reader,
+            query,
+            dims=dims,
+            max_results=usefulness.fetch_count(self.settings, k),
+            min_score=min_score,
+            sources=sources,
+            today=today,
+            filters=filters,
+        )
+        usefulness.apply_prior(reader, outcome, self.settings, k)
+        return outcome
 
     def search(
         self,

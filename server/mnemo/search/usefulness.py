@@ -10,11 +10,11 @@ a second cut-off: nothing without evidence was there to begin with.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from mnemo.config import SearchSettings
 from mnemo.index.api import IndexReader
-from mnemo.index.feedback import reader_tallies
+from mnemo.index.feedback import Tally, reader_tallies
 from mnemo.search import ranking, select
 
 if TYPE_CHECKING:
@@ -40,20 +40,7 @@ def apply_prior(reader: IndexReader, outcome: SearchOutcome, settings: SearchSet
     outcome.weights["usefulness"] = settings.usefulness_weight
 
 
-class Votes(Protocol):
-    """A chunk's feedback (:class:`mnemo.index.feedback.Tally`)."""
-
-    @property
-    def useful(self) -> int: ...
-    @property
-    def not_useful(self) -> int: ...
-    @property
-    def weighted_useful(self) -> float: ...
-    @property
-    def weighted_not_useful(self) -> float: ...
-
-
-def rerank(hits: list[SearchHit], votes: Mapping[str, Votes], s: SearchSettings, k: int) -> list[SearchHit]:
+def rerank(hits: list[SearchHit], votes: Mapping[str, Tally], s: SearchSettings, k: int) -> list[SearchHit]:
     """``hits`` (a search's results, in order) with the prior applied, ordered again, the best ``k``."""
     moved = False
     for hit in hits:
