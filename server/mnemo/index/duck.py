@@ -104,7 +104,8 @@ def read_closed(path: Path, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T
     if not path.exists():
         return None
     try:
-        con = connect(path, read_only=True, vss=False)  # never loads (or replays into) its HNSW index
+        # never loads (or replays into) its HNSW index; plain tables need no fts extension either
+        con = connect(path, read_only=True, vss=False, fts=False, threads=1)
     except (duckdb.Error, OSError):
         return None
     try:

@@ -124,7 +124,8 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _idf(num_docs: float, df: float) -> float:
+def bm25_idf(num_docs: float, df: float) -> float:
+    """BM25's IDF of a term in ``df`` of ``num_docs`` documents (both engines score with it)."""
     return math.log((num_docs - df + 0.5) / (df + 0.5) + 1)
 
 
@@ -154,7 +155,7 @@ def query_weights(con: duckdb.DuckDBPyConnection, terms: Sequence[str]) -> Query
     if not known:
         return None
     num_docs, avgdl = float(rows[0][2] or 0), float(rows[0][3] or 0) or 1.0
-    idf = {termid: _idf(num_docs, df) for termid, df in known}
+    idf = {termid: bm25_idf(num_docs, df) for termid, df in known}
     mean_idf = sum(idf.values()) / len(idf)
     return QueryWeights(idf, sum(idf.values()) + (len(rows) - len(known)) * mean_idf, avgdl)
 

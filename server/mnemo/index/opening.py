@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from mnemo.index import repair
-from mnemo.index.duck import connect
+from mnemo.index.duck import connect, read_closed
 from mnemo.index.identity import identity_from
 from mnemo.index.store import ChunkStore, IndexIdentity, replace_file
 
@@ -66,17 +66,8 @@ def _has_vectors(path: Path) -> bool:
     """Whether the index at ``path`` holds vectors, so its HNSW index needs the vss extension loaded
     (0.13 s of CPU a process otherwise: a keyword-only index has no HNSW index). Read from its ``meta``
     without any extension; True when that cannot be told (the caller opens as before)."""
-    try:
-        con = connect(path, read_only=True, vss=False, fts=False, threads=1)
-    except (duckdb.Error, OSError):
-        return True
-    try:
-        row = con.execute("SELECT value FROM meta WHERE key = 'dims'").fetchone()
-        return row is None or str(row[0]) != "0"
-    except duckdb.Error:
-        return True
-    finally:
-        con.close()
+    row = read_closed(path, lambda con: con.execute("SELECT value FROM meta WHERE key = 'dims'").fetchone())
+    return row is None or str(row[0]) != "0"
 
 
 def salvage(path: Path, reason: str) -> bool:

@@ -106,11 +106,7 @@ class PgReader:
         return pg_vectors.count(self.con, self.generation)
 
     def file_problems(self) -> list[FileProblem]:
-        rows = self.con.execute(
-            f"SELECT path, problem FROM {SCHEMA}.files WHERE g = %s AND problem IS NOT NULL ORDER BY path",
-            [self.g],
-        ).fetchall()
-        return [FileProblem(path, problem) for path, problem in rows]
+        return pg_vectors.problems(self.con, self.generation)
 
     def chunk_stats(self, path: str) -> list[ChunkStats]:
         rows = self.con.execute(

@@ -24,7 +24,6 @@ from mnemo.index.api import (
     ChunkRow,
     ChunkSlot,
     FileMeta,
-    FileProblem,
     FileState,
 )
 from mnemo.index.pg_schema import AVERAGE_LENGTH, SCHEMA, impact_sql, namespace_lock
@@ -87,13 +86,6 @@ class PgStore(GenerationRows):
             f"SELECT path, hash, mtime, size FROM {SCHEMA}.files WHERE g = %s", [self.g]
         ).fetchall()
         return {path: FileState(digest or "", float(mtime), int(size)) for path, digest, mtime, size in rows}
-
-    def file_problems(self) -> list[FileProblem]:
-        rows = self.con.execute(
-            f"SELECT path, problem FROM {SCHEMA}.files WHERE g = %s AND problem IS NOT NULL ORDER BY path",
-            [self.g],
-        ).fetchall()
-        return [FileProblem(path, problem) for path, problem in rows]
 
     def chunk_keys(self, path: str) -> dict[str, ChunkSlot]:
         rows = self.con.execute(

@@ -18,7 +18,6 @@ A query is scored set-wise, OR over its terms, with k1 = 1.2 and b = 0.75, retur
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
@@ -28,7 +27,7 @@ import numpy as np
 import psycopg
 
 from mnemo.index.api import KeywordHit
-from mnemo.index.fts import K1, B
+from mnemo.index.fts import K1, B, bm25_idf
 from mnemo.index.pg_arrays import array_cursor
 from mnemo.index.pg_schema import SCHEMA
 from mnemo.index.pg_topk import score_ids, top_k
@@ -71,10 +70,6 @@ def chunk_terms(terms_strings: Sequence[str]) -> list[ChunkTerms]:
     return [ChunkTerms(dict(Counter(stems[t] for t in toks)), len(toks)) for toks in tokens]
 
 
-def _idf(num_docs: float, df: float) -> float:
-    return math.log((num_docs - df + 0.5) / (df + 0.5) + 1)
-
-
 @dataclass(frozen=True)
 class QueryWeights:
     idf: dict[str, float]
@@ -107,7 +102,7 @@ def query_weights(con: psycopg.Connection, generation: int, terms: Sequence[str]
     known = {str(term): float(df) for term, df, *_ in rows if term is not None}
     if not known:
         return None
-    idf = {term: _idf(num_docs, df) for term, df in known.items()}
+    idf = {term: bm25_idf(num_docs, df) for term, df in known.items()}
     mean_idf = sum(idf.values()) / len(idf)
     avgdl = (total_len / num_docs if num_docs else 0.0) or 1.0
     total = sum(idf.values()) + (len(stems) - len(known)) * mean_idf

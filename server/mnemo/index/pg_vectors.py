@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from mnemo.index.api import IndexCounts, IndexIdentity, PendingChunk
+from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity, PendingChunk
 from mnemo.index.pg_schema import PENDING_ORDER, SCHEMA, Generation
 
 CLAIM_LOCK = 0x6D6E6D76  # advisory lock class of chunks claimed for embedding
@@ -39,6 +39,15 @@ def count(con: psycopg.Connection, generation: Generation) -> IndexCounts:
     if generation.dims == 0:
         return IndexCounts(files, chunks)
     return IndexCounts(files, chunks, chunks - waiting, waiting)
+
+
+def problems(con: psycopg.Connection, generation: Generation) -> list[FileProblem]:
+    """Every file of ``generation`` indexed with a problem, sorted by path (a writer's or a reader's)."""
+    rows = con.execute(
+        f"SELECT path, problem FROM {SCHEMA}.files WHERE g = %s AND problem IS NOT NULL ORDER BY path",
+        [generation.id],
+    ).fetchall()
+    return [FileProblem(path, problem) for path, problem in rows]
 
 
 class GenerationRows:
@@ -136,6 +145,9 @@ class GenerationRows:
 
     def counts(self) -> IndexCounts:
         return count(self.con, self.generation)
+
+    def file_problems(self) -> list[FileProblem]:
+        return problems(self.con, self.generation)
 
     # -- retrieval statistics ------------------------------------------------------------------------------
     def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:

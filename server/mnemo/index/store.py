@@ -100,8 +100,9 @@ class ChunkStore(SideTables):
         self.counts_memo = CountsMemo()
         """Counts of files, chunks and vectors, kept until the next commit."""
         self.vector_cache = VectorCache(identity.dims)
-        self.record_cache = RecordCache()
         """Chunk vectors in memory for searches; kept current after each commit."""
+        self.record_cache = RecordCache()
+        """Chunk rows recently read by searches; a chunk's row is forgotten when a commit changes it."""
         self._vectors_changed: list[int] = []
         self._fts_added: list[int] = []
         self._fts_removed: list[int] = []
