@@ -28,6 +28,7 @@ from mnemo.policy.approvals import ApprovalRequest, Choice
 from mnemo.policy.gate import ToolGate
 from mnemo.policy.verdict import Verdict
 
+from . import conftest
 from .conftest import PASSWORD, TOKEN, echo, login
 
 PLUGIN_V1 = """
@@ -93,12 +94,7 @@ class Scripted:
 
 
 @dataclass
-class Running:
-    gateway: Gateway
-    url: str
-    base: str
-    provider: ScriptedProvider
-    root: Path
+class Running(conftest.Running):
     agent: Agent
     audit: AuditLog
 

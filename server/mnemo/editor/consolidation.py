@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from mnemo.editor.memory_edits import TextEdit, delete_lines_edit
+from mnemo.markdown.frontmatter import front_matter_end
 from mnemo.secrets import utf16_col
 from mnemo.text.terms import token_set
 from mnemo.workspace.layout import MEMORY_FILES
@@ -134,11 +135,8 @@ def memory_lines(path: str, text: str, *, day: date, rank: int) -> list[MemoryLi
     out: list[MemoryLine] = []
     lines = text.split("\n")
     fence: str | None = None
-    start = 0
-    if lines and lines[0].strip() == "---":  # front matter
-        end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
-        start = end + 1 if end is not None else 0
-    for n in range(start, len(lines)):
+    end = front_matter_end(lines)
+    for n in range(0 if end is None else end + 1, len(lines)):
         raw = lines[n]
         marker = _FENCE.match(raw)
         if marker:

@@ -27,29 +27,15 @@ PROOF_CONTEXT = "mnemo-gateway-v1"
 NONCE_TTL_S = 60.0
 
 ANYONE = frozenset({"auth.challenge", "auth.login", "health"})
+_GUEST = ANYONE | {"whoami", "chat.send"}
+_USER = _GUEST | {"chat.history", "chat.feedback", "sessions.list", "memory.search", "memory.get"}
 PERMISSIONS: dict[str, frozenset[str]] = {
-    "guest": ANYONE | {"whoami", "chat.send"},
-    "user": ANYONE
+    "guest": _GUEST,
+    "user": _USER,
+    "admin": _USER
     | {
-        "whoami",
-        "chat.send",
-        "chat.history",
-        "chat.feedback",
-        "sessions.list",
-        "memory.search",
-        "memory.get",
-    },
-    "admin": ANYONE
-    | {
-        "whoami",
-        "chat.send",
-        "chat.history",
-        "chat.feedback",
-        "sessions.list",
         "sessions.reset",
         "sessions.archive",
-        "memory.search",
-        "memory.get",
         "routes.list",
         "routes.resolve",
         "channels.list",

@@ -59,13 +59,8 @@ class BindRefused(MnemoError):
     """A non-loopback address without configured auth."""
 
 
-def is_loopback(host: str) -> bool:
-    """Only this machine can reach ``host`` (a name counts when all its addresses are loopback)."""
-    return is_loopback_host(host, resolve=True)
-
-
 def check_bind(host: str, auth_configured: bool, *, tls: bool = False, require_tls: bool = False) -> None:
-    if is_loopback(host):
+    if is_loopback_host(host, resolve=True):  # a name counts when all its addresses are loopback
         return
     if not auth_configured:
         raise BindRefused(

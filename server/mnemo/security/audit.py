@@ -23,6 +23,7 @@ from mnemo.config import CONFIG_FILE, Settings
 from mnemo.gateway.auth import default_token_file
 from mnemo.gateway.settings import GatewaySettings, load_gateway_settings
 from mnemo.policy.audit import AuditLog
+from mnemo.policy.hosts import is_loopback_host
 from mnemo.policy.rules import PolicyConfig, load_policy
 from mnemo.security.checks import (
     SEVERITIES,
@@ -34,7 +35,6 @@ from mnemo.security.checks import (
     check_policy,
     check_providers,
     check_sandbox,
-    host_is_loopback,
     sandbox_probe,
 )
 
@@ -117,7 +117,7 @@ def _mode(path: Path) -> int | None:
 def check_gateway(root: Path, s: GatewaySettings) -> list[Finding]:
     findings: list[Finding] = []
     tls = bool(s.tls_cert and s.tls_key)
-    if not host_is_loopback(s.host):
+    if not is_loopback_host(s.host):
         if not tls and not s.require_tls:
             findings.append(
                 Finding(

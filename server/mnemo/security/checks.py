@@ -65,11 +65,6 @@ class Finding:
     """A path (``memory/x.md#L3``), a setting (``gateway.host``) or empty."""
 
 
-def host_is_loopback(host: str) -> bool:
-    """Whether ``host`` (a name or address as configured, no lookup) is this machine only."""
-    return is_loopback_host(host)
-
-
 # -- policy: rules that let dangerous programs run without asking ----------------------------------
 def binary_risk(entry: str) -> tuple[Severity, str] | None:
     """How dangerous allowlisting ``entry`` (a name or a path) is, and why; None when it is not."""
@@ -318,7 +313,7 @@ def check_providers(settings: Settings) -> list[Finding]:
     filter_works = redact_outbound(f"token {PROBE_SECRET}")[1] > 0
     for section, url in remote:
         parts = urlsplit(url)
-        if host_is_loopback(parts.hostname or ""):
+        if is_loopback_host(parts.hostname or ""):
             continue
         if not filter_works:
             findings.append(
