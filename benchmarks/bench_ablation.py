@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_multilingual import cached_embedder, scores
 from benchmarks.bench_recall import BASELINE
 from benchmarks.bench_recall import evaluate as evaluate_recall
-from benchmarks.bench_retrieval import load_beir
+from benchmarks.bench_retrieval import load_beir, ranked_paths
 from benchmarks.common import command_line, install_embedder, machine, machine_line, md_table, write_outputs
 from benchmarks.recall_set import TODAY, build
 
@@ -66,11 +66,7 @@ def evaluate_beir(
                 text, max_results=10, min_score=config.get("min_score"), today=TODAY
             ).results
             empty += not results
-            ranked: list[str] = []
-            for hit in results:
-                if hit.path not in ranked:
-                    ranked.append(hit.path)
-            rankings[qid] = ranked
+            rankings[qid] = ranked_paths(results)
     finally:
         for k, v in saved.items():
             setattr(settings, k, v)

@@ -48,7 +48,7 @@ def _transcripts(root: Path, sessions: int, messages: int, months: int, rng: ran
             role = "user" if i % 2 == 0 else "assistant"
             text = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(4, 14)))
             events.append({"type": role, "text": text, "ts": when.isoformat(), "seq": len(events)})
-        events[1:] = sorted(events[1:], key=lambda e: e["ts"])
+        events[1:] = sorted(events[1:], key=lambda e: str(e["ts"]))
         (folder / f"s{n:05d}.jsonl").write_text(
             "".join(json.dumps(e) + "\n" for e in events), encoding="utf-8"
         )

@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import process_cpu_s  # noqa: E402
 from benchmarks.synthetic import generate  # noqa: E402
 
 
@@ -85,11 +86,6 @@ def run(system: System, query: str | None) -> Sample:
     if proc.stderr:
         proc.stderr.close()
     return Sample(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024)
-
-
-def process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def python_env(pythonpath: str | None = None) -> dict[str, str]:
@@ -149,9 +145,9 @@ def measure(systems: list[System], daemon: System | None, queries: list[str], ro
             pid = start_daemon(ws, daemon.env)
             run(daemon, queries[0])  # a warm server: its first answer builds what it keeps in memory
             daemon.loads.append(loadavg())
-            before = process_cpu(pid)
+            before = process_cpu_s(pid)
             daemon.samples += [run(daemon, q) for q in queries]
-            daemon.server_cpu.append((process_cpu(pid) - before) / len(queries))
+            daemon.server_cpu.append((process_cpu_s(pid) - before) / len(queries))
             stop_daemon(pid)
 
 
@@ -195,9 +191,9 @@ def measure_index(pairs: list[tuple[System, System]], daemon: System | None, rou
             pid = start_daemon(ws, daemon.env)
             run(daemon, None)
             daemon.loads.append(loadavg())
-            before = process_cpu(pid)
+            before = process_cpu_s(pid)
             daemon.samples += [run(daemon, None) for _ in range(3)]
-            daemon.server_cpu.append((process_cpu(pid) - before) / 3)
+            daemon.server_cpu.append((process_cpu_s(pid) - before) / 3)
             stop_daemon(pid)
 
 

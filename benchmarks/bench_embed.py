@@ -21,7 +21,6 @@ F16 or Q8_0), its threads as mnemo picks them.
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
 import statistics
 import sys
@@ -35,12 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "server"))
 
+from benchmarks.common import cpu_seconds  # noqa: E402
 from benchmarks.synthetic import generate  # noqa: E402
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def loadavg() -> float:

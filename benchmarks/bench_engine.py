@@ -106,9 +106,9 @@ def child(args: argparse.Namespace) -> int:
         report = memory.sync()
         res["cold_index_s"] = time.perf_counter() - t
         status = memory.status()
-        res["chunks"] = status["chunks"]
+        res["chunks"] = status.chunks
         res["chunks_embedded"] = report.chunks_embedded
-        res["chunks_per_s"] = status["chunks"] / res["cold_index_s"]
+        res["chunks_per_s"] = status.chunks / res["cold_index_s"]
         res["index_mb"] = dir_size(ws / ".mnemo") / 1e6
 
         if provider == "local":

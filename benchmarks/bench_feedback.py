@@ -43,17 +43,9 @@ from benchmarks.common import (
     mean,
     write_outputs,
 )
-from benchmarks.recall_set import TODAY, Question, Statement, build
+from benchmarks.recall_set import TODAY, Question, build, holds
 
 WEIGHTS = (0.0, 0.1, 0.25, 0.5)
-
-
-def _holds(ws: Path, lines: dict[str, list[str]], hit: Any, st: Statement) -> bool:
-    if hit.path != st.path:
-        return False
-    if hit.path not in lines:
-        lines[hit.path] = (ws / hit.path).read_text(encoding="utf-8").splitlines()
-    return st.value in "\n".join(lines[hit.path][hit.start_line - 1 : hit.end_line])
 
 
 def _event(kind: str, text: str, seq: int) -> str:
@@ -78,7 +70,7 @@ def give_feedback(
         path = sessions / f"{sid}.jsonl"
         path.write_text(_event("session", "", 0) + _event("user", q.text, 1), encoding="utf-8")
         recalled = memory.search(q.text, max_results=recall, today=TODAY).results
-        right = [h for h in recalled if _holds(ws, lines, h, q.answer)]
+        right = [h for h in recalled if holds(ws, lines, h, q.answer)]
         cited = (right or recalled)[:1]
         answer = "(answer)" + "".join(f" [{h.citation}]" for h in cited)
         with path.open("a", encoding="utf-8") as f:
@@ -99,7 +91,7 @@ def evaluate(
     ranks: list[int | None] = []
     for q in questions:
         results = memory.search(q.text, max_results=10, today=TODAY, record=False).results
-        ranks.append(next((i for i, h in enumerate(results) if _holds(ws, lines, h, q.answer)), None))
+        ranks.append(next((i for i, h in enumerate(results) if holds(ws, lines, h, q.answer)), None))
     n = len(questions)
     return {
         "hit@1": sum(r == 0 for r in ranks) / n,

@@ -55,8 +55,8 @@ def run(files: int, provider: str, max_wait_s: float) -> dict[str, float | int |
             all_s = time.perf_counter() - started
             embedded_end, total = memory.vector_counts()
             rate = (embedded_end - embedded) / max(1e-9, all_s - first_search_s)
-            estimated = embedded_end < total
-            if estimated:  # stopped waiting: the rest at the rate so far
+            estimated = embedded_end < total and rate > 0
+            if estimated:  # stopped waiting: the rest at the rate so far (none without a model)
                 all_s += (total - embedded_end) / max(rate, 1e-9)
             return {
                 "files": files,
@@ -126,15 +126,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-wait", type=float, default=1800.0)
     parser.add_argument("--plot", type=Path, help="draw the results into this PNG")
     args = parser.parse_args(argv)
-    loads = [Path("/proc/loadavg").read_text().split()[0]]
-    print(f"loadavg before: {Path('/proc/loadavg').read_text().strip()}")
+    load = Path("/proc/loadavg").read_text()
+    loads = [load.split()[0]]
+    print(f"loadavg before: {load.strip()}")
     results = []
     for files in args.files:
         result = run(files, args.provider, args.max_wait)
         results.append(result)
         print(" ".join(f"{k}={v}" for k, v in result.items()), flush=True)
-        print(f"loadavg: {Path('/proc/loadavg').read_text().strip()}", flush=True)
-        loads.append(Path("/proc/loadavg").read_text().split()[0])
+        load = Path("/proc/loadavg").read_text()
+        print(f"loadavg: {load.strip()}", flush=True)
+        loads.append(load.split()[0])
     out = Path(__file__).resolve().parent / "out" / "first-search.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"results": results, "loads": loads}, indent=1), encoding="utf-8")

@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             for decay in [x.strip() for x in args.decays.split(",") if x.strip()]:
                 r = evaluate(services.memory, questions, decay)
-                r.update(mode=mode, decay=decay, chunks=services.memory.status()["chunks"])
+                r.update(mode=mode, decay=decay, chunks=services.memory.status().chunks)
                 rows.append(r)
                 print(f"  {decay}: {r}", file=sys.stderr)
         finally:

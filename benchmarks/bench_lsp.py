@@ -24,22 +24,19 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100
+from benchmarks.common import process_cpu_s  # noqa: E402
 
 
 async def settle(pid: int, quiet_s: float = 2.0, limit_s: float = 600.0) -> float:
     """Wait until the server has used under 5% of a core for ``quiet_s`` (its start-up work done: the
     workspace diagnostics pass, embedding); returns the seconds waited."""
     started = time.perf_counter()
-    last = cpu_s(pid)
+    last = process_cpu_s(pid)
     while time.perf_counter() - started < limit_s:
         await asyncio.sleep(quiet_s)
-        now = cpu_s(pid)
+        now = process_cpu_s(pid)
         if now - last < 0.05 * quiet_s:
             break
         last = now
@@ -77,7 +74,7 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
     while (await client.protocol.send_request_async("mnemo/status", {})).state != "ready":
         await asyncio.sleep(0.05)
     ready = time.perf_counter()
-    pid = client._server.pid if client._server else 0  # type: ignore[attr-defined]
+    pid = client._server.pid if client._server else 0
     settled = await settle(pid) if warm and pid else 0.0
     settled_rss = rss_mb(pid, "VmRSS") if pid else 0.0
     latencies = []

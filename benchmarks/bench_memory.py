@@ -160,14 +160,12 @@ def main(argv: list[str] | None = None) -> int:
                 target = Path(tmp) / "ws-q8"
                 shutil.copytree(ws, target, ignore=shutil.ignore_patterns(".mnemo"))
                 toml = target / "mnemo.toml"
-                toml.write_text(
-                    toml.read_text(encoding="utf-8") + f'\n[embedding]\nmodel_path = "{model}"\n'
-                    if "[embedding]" not in toml.read_text(encoding="utf-8")
-                    else toml.read_text(encoding="utf-8").replace(
-                        "[embedding]", f'[embedding]\nmodel_path = "{model}"', 1
-                    ),
-                    encoding="utf-8",
-                )
+                text, line = toml.read_text(encoding="utf-8"), f'model_path = "{model}"'
+                if "[embedding]" in text:
+                    text = text.replace("[embedding]", f"[embedding]\n{line}", 1)
+                else:
+                    text += f"\n[embedding]\n{line}\n"
+                toml.write_text(text, encoding="utf-8")
                 subprocess.run(
                     [sys.executable, "-m", "mnemo", "index", "-w", str(target)], env=run_env, check=True
                 )

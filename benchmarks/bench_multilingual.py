@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_retrieval import evaluate, load_beir
+from benchmarks.bench_retrieval import evaluate, load_beir, ranked_paths
 from benchmarks.common import (
     OUT,
     ROOT,
@@ -127,11 +127,7 @@ def hybrid(
         index_s = time.perf_counter() - t0
         out: dict[str, list[str]] = {}
         for qid, text in queries:
-            ranked: list[str] = []
-            for hit in services.memory.search(text, max_results=10, min_score=0.0).results:
-                if hit.path not in ranked:
-                    ranked.append(hit.path)
-            out[qid] = ranked
+            out[qid] = ranked_paths(services.memory.search(text, max_results=10, min_score=0.0).results)
     finally:
         services.close()
     return out, index_s

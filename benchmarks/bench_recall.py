@@ -36,7 +36,7 @@ from benchmarks.common import (
     mean,
     write_outputs,
 )
-from benchmarks.recall_set import TODAY, Question, Statement, build
+from benchmarks.recall_set import TODAY, Question, build, holds
 
 BASELINE: dict[str, Any] = {
     "decay": "off",
@@ -63,14 +63,6 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-def _holds(ws: Path, lines: dict[str, list[str]], hit: Any, st: Statement) -> bool:
-    if hit.path != st.path:
-        return False
-    if hit.path not in lines:
-        lines[hit.path] = (ws / hit.path).read_text(encoding="utf-8").splitlines()
-    return st.value in "\n".join(lines[hit.path][hit.start_line - 1 : hit.end_line])
-
-
 def evaluate(memory: Any, ws: Path, questions: list[Question], config: dict[str, Any]) -> dict[str, Any]:
     settings = memory.settings.search
     saved = {k: getattr(settings, k, None) for k in config if k != "min_score"}
@@ -88,13 +80,13 @@ def evaluate(memory: Any, ws: Path, questions: list[Question], config: dict[str,
             out = memory.search(q.text, max_results=10, min_score=config.get("min_score"), today=TODAY)
             results = out.results
             empty += not results
-            rank = next((i for i, h in enumerate(results) if _holds(ws, lines, h, q.answer)), None)
+            rank = next((i for i, h in enumerate(results) if holds(ws, lines, h, q.answer)), None)
             ranks.append(rank)
             per_cat.setdefault(q.category, []).append(int(rank is not None and rank < 5))
             cost += [h.end_line - h.start_line + 1 for h in results[:5]]
             if q.older:
                 first = next(
-                    (st for h in results for st in [q.answer, *q.older] if _holds(ws, lines, h, st)), None
+                    (st for h in results for st in [q.answer, *q.older] if holds(ws, lines, h, st)), None
                 )
                 newest.append(int(first is q.answer))
             if q.session:
@@ -150,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         try:
             services.memory.sync()
-            chunks = services.memory.status()["chunks"]
+            chunks = services.memory.status().chunks
             for name in [x.strip() for x in args.configs.split(",") if x.strip()]:
                 r = evaluate(services.memory, ws, questions, CONFIGS[name])
                 r.update(mode=mode, config=f"{args.label} {name}".strip(), chunks=chunks)

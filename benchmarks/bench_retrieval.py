@@ -25,9 +25,10 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -115,6 +116,11 @@ def dcg(gains: list[float]) -> float:
     return sum(g / math.log2(i + 2) for i, g in enumerate(gains))
 
 
+def ranked_paths(hits: Iterable[Any]) -> list[str]:
+    """The files of search hits in order, each once (the document ranking the metrics score)."""
+    return list(dict.fromkeys(hit.path for hit in hits))
+
+
 def evaluate(ranked: list[str], relevant: dict[str, int]) -> tuple[float, float, float]:
     top5 = ranked[:5]
     recall5 = sum(1 for p in top5 if p in relevant) / len(relevant)
@@ -162,7 +168,7 @@ def run_one(
 
         report = services.memory.sync(progress=progress)
         index_s = time.perf_counter() - t0
-        chunks = services.memory.status()["chunks"]
+        chunks = services.memory.status().chunks
         scores: list[tuple[float, float, float]] = []
         cost_lines: list[int] = []
         cost_tokens: list[int] = []
@@ -170,10 +176,7 @@ def run_one(
         t1 = time.perf_counter()
         for qid, text in queries:
             out = services.memory.search(text, max_results=10, min_score=0.0)
-            ranked: list[str] = []
             for hit in out.results:
-                if hit.path not in ranked:
-                    ranked.append(hit.path)
                 file_lines = lines_cache.get(hit.path)
                 if file_lines is None:
                     file_lines = (ws / hit.path).read_text(encoding="utf-8").splitlines()
@@ -181,7 +184,7 @@ def run_one(
                 cost_lines.append(hit.end_line - hit.start_line + 1)
                 cost_tokens.append(approx_tokens("\n".join(file_lines[hit.start_line - 1 : hit.end_line])))
             n_results.append(len(out.results))
-            scores.append(evaluate(ranked, ds.qrels[qid]))
+            scores.append(evaluate(ranked_paths(out.results), ds.qrels[qid]))
         search_s = time.perf_counter() - t1
     finally:
         services.close()

@@ -217,17 +217,16 @@ def run_size(
         sizes = _pg_size(dsn)
         row["db_bytes"] = sum(sizes.values())
         row["db_tables"] = sizes
-        row["bytes_per_chunk"] = row["db_bytes"] / max(1, status.chunks)
     else:
         index_file = ws / ".mnemo" / "index.duckdb"
         row["db_bytes"] = index_file.stat().st_size if index_file.exists() else 0
-        row["bytes_per_chunk"] = row["db_bytes"] / max(1, status.chunks)
+    row["bytes_per_chunk"] = row["db_bytes"] / max(1, status.chunks)
     print(f"  {engine} {files}: {row}", file=sys.stderr)
     return row
 
 
 def run_quality(dataset: Path, engine: str, workdir: Path, modes: list[str]) -> list[dict[str, Any]]:
-    from benchmarks.bench_retrieval import evaluate, load_beir
+    from benchmarks.bench_retrieval import evaluate, load_beir, ranked_paths
 
     ds = load_beir(dataset)
     out = []
@@ -246,11 +245,8 @@ def run_quality(dataset: Path, engine: str, workdir: Path, modes: list[str]) -> 
             services.memory.sync(vectors="wait")
             scores = []
             for qid, text in ds.queries:
-                ranked: list[str] = []
-                for hit in services.memory.search(text, max_results=10, min_score=0.0, record=False).results:
-                    if hit.path not in ranked:
-                        ranked.append(hit.path)
-                scores.append(evaluate(ranked, ds.qrels[qid]))
+                hits = services.memory.search(text, max_results=10, min_score=0.0, record=False).results
+                scores.append(evaluate(ranked_paths(hits), ds.qrels[qid]))
         finally:
             services.close()
         out.append(

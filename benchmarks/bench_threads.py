@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
-import resource
 import signal
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "server"))
 
-from benchmarks.common import command_line, machine, machine_line, md_table, write_outputs  # noqa: E402
+from benchmarks.common import command_line, cpu_seconds, machine, machine_line, md_table, write_outputs  # noqa: E402
 from benchmarks.synthetic import generate  # noqa: E402
 
 _children: list[subprocess.Popen[bytes]] = []
@@ -79,11 +78,6 @@ def stop_busy() -> None:
 def _on_signal(signum: int, frame: Any) -> None:
     stop_busy()
     raise SystemExit(128 + signum)
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def measure(embedder: Any, texts: list[str], seconds: float) -> dict[str, Any]:

@@ -25,6 +25,8 @@ import json
 import random
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
 
 TODAY = date(2026, 11, 30)
 START = TODAY - timedelta(days=182)
@@ -94,6 +96,15 @@ class Statement:
     path: str
     value: str
     """A string only this statement contains (a hit is the chunk at ``path`` whose lines contain it)."""
+
+
+def holds(ws: Path, lines: dict[str, list[str]], hit: Any, st: Statement) -> bool:
+    """Whether search hit ``hit`` (path + line span) states ``st``; ``lines`` caches the files read."""
+    if hit.path != st.path:
+        return False
+    if hit.path not in lines:
+        lines[hit.path] = (ws / hit.path).read_text(encoding="utf-8").splitlines()
+    return st.value in "\n".join(lines[hit.path][hit.start_line - 1 : hit.end_line])
 
 
 @dataclass
