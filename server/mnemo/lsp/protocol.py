@@ -228,14 +228,6 @@ def _kind(raw: dict[str, Any]) -> str:
     return str(kind)
 
 
-def _message(raw: dict[str, Any]) -> str:
-    """The required, non-blank ``message`` of mnemo/chat and mnemo/steer."""
-    message: str = _get(raw, "message", str, required=True)
-    if not message.strip():
-        raise _invalid("'message' is empty")
-    return message
-
-
 @dataclass(frozen=True)
 class ChatParams:
     message: str
@@ -245,7 +237,10 @@ class ChatParams:
     @classmethod
     def parse(cls, params: Any) -> ChatParams:
         raw = _object(params)
-        return cls(_message(raw), _get(raw, "sessionId", str), _kind(raw))
+        message = _get(raw, "message", str, required=True)
+        if not message.strip():
+            raise _invalid("'message' is empty")
+        return cls(message, _get(raw, "sessionId", str), _kind(raw))
 
 
 @dataclass(frozen=True)
@@ -258,7 +253,9 @@ class SteerParams:
     @classmethod
     def parse(cls, params: Any) -> SteerParams:
         raw = _object(params)
-        message = _message(raw)
+        message = _get(raw, "message", str, required=True)
+        if not message.strip():
+            raise _invalid("'message' is empty")
         return cls(_get(raw, "sessionId", str, required=True), message)
 
 
