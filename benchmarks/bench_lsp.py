@@ -82,6 +82,7 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
         t = time.perf_counter()
         await client.protocol.send_request_async("mnemo/memorySearch", {"query": f"deploy staging {i}"})
         latencies.append(1000 * (time.perf_counter() - t))
+    searched_rss = rss_mb(pid, "VmRSS") if pid else 0.0
     path = ws / "memory" / "deploy-runbook.md"
     uri = path.as_uri()
     text = path.read_text(encoding="utf-8")
@@ -108,6 +109,9 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
         assert any(word in r.snippet for r in result.results), "edit not searchable"
         edits.append(1000 * (time.perf_counter() - t))
     rss = rss_mb(pid) if pid else 0.0
+    if warm and pid:
+        await settle(pid)
+    final_rss = rss_mb(pid, "VmRSS") if pid else 0.0
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
@@ -120,6 +124,8 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
         "edit_ms": edits,
         "rss_mb": rss,
         "settled_rss_mb": settled_rss,
+        "searched_rss_mb": searched_rss,
+        "final_rss_mb": final_rss,
     }
 
 
@@ -167,6 +173,9 @@ def main() -> int:
     )
     print(f"| server peak RSS (VmHWM) | {max(r['rss_mb'] for r in runs):.0f} MB |")
     print(f"| server RSS once settled, before the searches (VmRSS) | {med('settled_rss_mb'):.0f} MB |")
+    print(f"| server RSS after the searches (VmRSS) | {med('searched_rss_mb'):.0f} MB |")
+    settled_again = ", settled again" if args.warm else ""
+    print(f"| server RSS after the edits{settled_again} (VmRSS) | {med('final_rss_mb'):.0f} MB |")
     return 0
 
 

@@ -16,9 +16,9 @@ import re
 from datetime import date
 
 import duckdb
-import pyarrow as pa
 
 from mnemo.index.api import FileMeta
+from mnemo.index.batches import Columns, batch_view
 from mnemo.markdown.frontmatter import parse_front_matter
 
 __all__ = ["DDL", "FileMeta", "delete", "ensure", "extract", "known", "split_tags", "write", "write_many"]
@@ -75,16 +75,15 @@ def write(con: duckdb.DuckDBPyConnection, path: str, meta: FileMeta) -> None:
 def write_many(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, FileMeta]]) -> None:
     """Rows of a full build (a new file: nothing to replace)."""
     if rows:
-        staged = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
-            {
-                "path": pa.array([path for path, _ in rows], pa.string()),
-                "tags": pa.array([list(m.tags) for _, m in rows], pa.list_(pa.string())),
-                "project": pa.array([m.project for _, m in rows], pa.string()),
-                "type": pa.array([m.type for _, m in rows], pa.string()),
-                "day": pa.array([m.day for _, m in rows], pa.string()),
-            }
-        )
-        con.execute("INSERT INTO file_meta SELECT path, tags, project, type, CAST(day AS DATE) FROM staged")
+        columns: Columns = {
+            "path": ("VARCHAR", [path for path, _ in rows]),
+            "tags": ("VARCHAR[]", [list(m.tags) for _, m in rows]),
+            "project": ("VARCHAR", [m.project for _, m in rows]),
+            "type": ("VARCHAR", [m.type for _, m in rows]),
+            "day": ("DATE", [m.day for _, m in rows]),
+        }
+        with batch_view(con, "staged", columns):
+            con.execute("INSERT INTO file_meta SELECT * FROM staged")
 
 
 def delete(con: duckdb.DuckDBPyConnection, path: str) -> None:

@@ -22,10 +22,10 @@ from typing import Protocol
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from mnemo.embeddings import Embedder
 from mnemo.index.api import IndexWriter, PendingChunk
+from mnemo.index.batches import Columns, VectorColumn, batch_view
 
 EMBED_BATCH = 32
 """Pending chunks embedded per committed batch (a couple of seconds of a local model on a busy CPU)."""
@@ -75,14 +75,12 @@ def fill_vectors(
     a rebuilt generation numbers its chunks from 1 again)."""
     if not chunks:
         return 0
-    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
-    batch = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
-        {
-            "id": pa.array([c.id for c in chunks], pa.int64()),
-            "key": pa.array([c.key for c in chunks]),
-            "embedding": pa.FixedSizeListArray.from_arrays(flat, dims),
-        }
-    )
+    columns: Columns = {"id": ("BIGINT", [c.id for c in chunks]), "key": ("VARCHAR", [c.key for c in chunks])}
+    with batch_view(con, "batch", columns, ("embedding", VectorColumn(vectors))):
+        return _fill_from_batch(con, dims)
+
+
+def _fill_from_batch(con: duckdb.DuckDBPyConnection, dims: int) -> int:
     columns = "c.id, c.key, c.path, c.source, c.kind, c.day, c.start_line, c.end_line, c.heading, c.text"
     row = con.execute(
         f"INSERT INTO chunks SELECT {columns}, c.terms, c.hash, CAST(b.embedding AS FLOAT[{dims}]) "

@@ -21,15 +21,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
 from mnemo.index import fts
 from mnemo.index.duck import connect
 from mnemo.index.feedback import (
     restore as restore_feedback,  # (no global named like a table: DuckDB would scan it)
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 

@@ -7,33 +7,32 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from mnemo.index import repair
 from mnemo.index.api import IndexIdentity
+from mnemo.index.batches import VectorColumn, batch_view, row_columns
 from mnemo.index.duck import read_closed
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
 _RETRIEVAL_COLUMNS = [
-    ("chunk_key", pa.string()),
-    ("path", pa.string()),
-    ("start_line", pa.int32()),
-    ("end_line", pa.int32()),
-    ("query", pa.string()),
-    ("searched_at", pa.timestamp("us")),
-    *((name, pa.float64()) for name in ("vector", "text", "decay", "weight", "score")),
-    ("rank", pa.int32()),
+    ("chunk_key", "VARCHAR"),
+    ("path", "VARCHAR"),
+    ("start_line", "INTEGER"),
+    ("end_line", "INTEGER"),
+    ("query", "VARCHAR"),
+    ("searched_at", "TIMESTAMP"),
+    *((name, "DOUBLE") for name in ("vector", "text", "decay", "weight", "score")),
+    ("rank", "INTEGER"),
 ]
-
-
-def rows_table(rows: Sequence[tuple[object, ...]], columns: Sequence[tuple[str, pa.DataType]]) -> pa.Table:
-    """Row tuples as an Arrow table with the given column names and types (one insert for all rows)."""
-    values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
-    return pa.table({name: pa.array(list(v), kind) for (name, kind), v in zip(columns, values, strict=True)})
+"""The ``retrievals`` table's columns, in its order."""
 
 
 class SideTables:
@@ -90,26 +89,22 @@ class SideTables:
         if not items:
             return
         digests = list(items)
+        columns = {
+            "provider": ("VARCHAR", [self.identity.provider] * len(digests)),
+            "model": ("VARCHAR", [self.identity.model] * len(digests)),
+            "hash": ("VARCHAR", digests),
+        }
         matrix = np.stack([items[d] for d in digests]).astype(np.float32)
-        dims = matrix.shape[1]
-        offsets = pa.array(np.arange(0, (len(digests) + 1) * dims, dims, dtype=np.int32))
-        cache = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
-            {
-                "provider": pa.array([self.identity.provider] * len(digests)),
-                "model": pa.array([self.identity.model] * len(digests)),
-                "hash": pa.array(digests),
-                "embedding": pa.ListArray.from_arrays(offsets, pa.array(matrix.ravel(), pa.float32())),
-            }
-        )
-        self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
+        with batch_view(self.con, "cache", columns, ("embedding", VectorColumn(matrix, fixed=False))):
+            self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
 
     # -- retrieval statistics (history, not cache: kept across rebuilds) ---------------------------
     def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:
         """Append search results to ``retrievals`` (values in the table's column order)."""
         if not rows:
             return
-        batch = rows_table(rows, _RETRIEVAL_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
-        self.con.execute("INSERT INTO retrievals SELECT * FROM batch")
+        with batch_view(self.con, "batch", row_columns(rows, _RETRIEVAL_COLUMNS)):
+            self.con.execute("INSERT INTO retrievals SELECT * FROM batch")
 
     def retrieval_table(self) -> pa.Table:
         return self.con.execute("SELECT * FROM retrievals").to_arrow_table()

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from mnemo.index import file_meta, fts, pending, repair
 from mnemo.index.api import (
@@ -36,12 +35,13 @@ from mnemo.index.api import (
     IndexIdentity,
     PendingChunk,
 )
+from mnemo.index.batches import Columns, VectorColumn, batch_view, row_columns
 from mnemo.index.duck import connect
 from mnemo.index.identity import identity_meta
 from mnemo.index.postings import PostingsCache
 from mnemo.index.reader import CountsMemo, DuckReader
 from mnemo.index.record_cache import RecordCache
-from mnemo.index.side_tables import SideTables, rows_table
+from mnemo.index.side_tables import SideTables
 from mnemo.index.vector_cache import VectorCache
 
 log = logging.getLogger(__name__)
@@ -70,12 +70,15 @@ BUILD_BATCH_FILES = 256
 """A full build writes this many files per statement (a new index file: nothing reads it yet)."""
 
 _FILE_COLUMNS = [
-    *((name, pa.string()) for name in ("path", "kind", "source", "day", "hash")),
-    ("mtime", pa.float64()),
-    ("size", pa.int64()),
-    ("chunks", pa.int32()),
-    ("problem", pa.string()),
+    *((name, "VARCHAR") for name in ("path", "kind", "source")),
+    ("day", "DATE"),
+    ("hash", "VARCHAR"),
+    ("mtime", "DOUBLE"),
+    ("size", "BIGINT"),
+    ("chunks", "INTEGER"),
+    ("problem", "VARCHAR"),
 ]
+"""The ``files`` table's columns, in its order."""
 
 
 def replace_file(built: Path, final_path: Path) -> None:
@@ -320,15 +323,12 @@ class ChunkStore(SideTables):
         vectors = np.concatenate(self._staged_vectors) if self._staged_vectors else None
         self._staged_rows, self._staged_vectors, self._staged_files, self._staged_pending = [], [], [], []
         metas, self._staged_meta = self._staged_meta, []
-        staged = rows_table(files, _FILE_COLUMNS)  # noqa: F841 - read by DuckDB's replacement scan below
         if not self._build_open:
             self.con.execute("BEGIN TRANSACTION")
             self._build_open = True
         self.insert_chunks(rows, vectors, live=False, pending=pending)
-        self.con.execute(
-            "INSERT INTO files SELECT path, kind, source, CAST(day AS DATE), hash, mtime, size, chunks, "
-            "problem FROM staged"
-        )
+        with batch_view(self.con, "staged", row_columns(files, _FILE_COLUMNS)):
+            self.con.execute("INSERT INTO files SELECT * FROM staged")
         file_meta.write_many(self.con, metas)
 
     def insert_chunks(
@@ -345,31 +345,26 @@ class ChunkStore(SideTables):
             return
         first = self.con.execute("SELECT nextval('chunk_ids') FROM range(?)", [len(rows)]).fetchall()
         ids = [row[0] for row in first]
-        columns: dict[str, pa.Array] = {
-            "id": pa.array(ids, pa.int64()),
-            "key": pa.array([r.key for r in rows]),
-            "path": pa.array([r.path for r in rows]),
-            "source": pa.array([r.source for r in rows]),
-            "kind": pa.array([r.kind for r in rows]),
-            "day": pa.array([r.day for r in rows], pa.string()),
-            "start_line": pa.array([r.start_line for r in rows], pa.int32()),
-            "end_line": pa.array([r.end_line for r in rows], pa.int32()),
-            "heading": pa.array([r.heading for r in rows]),
-            "text": pa.array([r.text for r in rows]),
-            "terms": pa.array([r.terms for r in rows]),
-            "hash": pa.array([r.hash for r in rows]),
+        columns: Columns = {
+            "id": ("BIGINT", ids),
+            "key": ("VARCHAR", [r.key for r in rows]),
+            "path": ("VARCHAR", [r.path for r in rows]),
+            "source": ("VARCHAR", [r.source for r in rows]),
+            "kind": ("VARCHAR", [r.kind for r in rows]),
+            "day": ("DATE", [r.day for r in rows]),
+            "start_line": ("INTEGER", [r.start_line for r in rows]),
+            "end_line": ("INTEGER", [r.end_line for r in rows]),
+            "heading": ("VARCHAR", [r.heading for r in rows]),
+            "text": ("VARCHAR", [r.text for r in rows]),
+            "terms": ("VARCHAR", [r.terms for r in rows]),
+            "hash": ("VARCHAR", [r.hash for r in rows]),
         }
-        select = (
-            "id, key, path, source, kind, CAST(day AS DATE), start_line, end_line, heading, text, terms, hash"
-        )
+        embedding = None
         if self.identity.dims > 0:
             assert vectors is not None and vectors.shape == (len(rows), self.identity.dims)
-            flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel(), pa.float32())
-            mask = pa.array(list(pending), pa.bool_()) if any(pending) else None
-            columns["embedding"] = pa.FixedSizeListArray.from_arrays(flat, self.identity.dims, mask=mask)
-            select += f", CAST(embedding AS FLOAT[{self.identity.dims}])"
-        batch = pa.table(columns)  # noqa: F841 - read by DuckDB's replacement scan below
-        self.con.execute(f"INSERT INTO chunks SELECT {select} FROM batch")
+            embedding = ("embedding", VectorColumn(vectors, missing=pending))
+        with batch_view(self.con, "batch", columns, embedding):
+            self.con.execute("INSERT INTO chunks SELECT * FROM batch")
         self._vectors_changed.extend(ids)
         if live:
             fts.add_docs(self.con, ids)

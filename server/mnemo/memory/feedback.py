@@ -17,10 +17,9 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
 from mnemo.config import SearchSettings
 from mnemo.index import feedback as table
@@ -36,6 +35,9 @@ from mnemo.memory.turns import (
     transcript_path,
     turns,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 

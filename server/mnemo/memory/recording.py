@@ -7,14 +7,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
 from mnemo.index.engine import IndexEngine
 from mnemo.index.store import ChunkStore
 from mnemo.memory.retrievals import RetrievalLog
 from mnemo.search.results import SearchOutcome
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 

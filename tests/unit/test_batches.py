@@ -1,0 +1,147 @@
+"""Rows handed to DuckDB (mnemo.index.batches): the NumPy and the Arrow path give the same view, and a
+running server's small writes never load pyarrow."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from mnemo.index import batches
+from mnemo.index.batches import VectorColumn, batch_view, row_columns
+
+pytestmark = pytest.mark.timeout(120)
+
+COLUMNS = [
+    ("id", "BIGINT"),
+    ("line", "INTEGER"),
+    ("name", "VARCHAR"),
+    ("day", "DATE"),
+    ("tags", "VARCHAR[]"),
+    ("at", "TIMESTAMP"),
+    ("score", "DOUBLE"),
+    ("flag", "BOOLEAN"),
+]
+
+
+def _rows(n: int) -> list[tuple[object, ...]]:
+    return [
+        (
+            10_000_000_000 + i,
+            i % 7,
+            None if i % 5 == 0 else "" if i == 3 else f"name {i} — 我们",
+            None if i % 3 else "2026-11-30",
+            [] if i % 4 == 0 else [f"t{i}", "x"] if i > 1 else ["a", "b"],
+            datetime(2026, 12, 1, 10, 0, 0, i % 1000),
+            None if i % 6 == 0 else i / 3,
+            i % 2 == 0,
+        )
+        for i in range(n)
+    ]
+
+
+def _view_rows(monkeypatch: pytest.MonkeyPatch, bulk_rows: int, rows: list[tuple[object, ...]]) -> list:
+    monkeypatch.setattr(batches, "BULK_ROWS", bulk_rows)
+    con = duckdb.connect()
+    matrix = np.arange(len(rows) * 3, dtype=np.float32).reshape(len(rows), 3) / 7
+    missing = [i % 4 == 1 for i in range(len(rows))]
+    fixed = VectorColumn(matrix, missing=missing)
+    listed = VectorColumn(matrix, fixed=False)
+    with batch_view(con, "b", row_columns(rows, COLUMNS), ("v", fixed)):
+        got = con.execute("SELECT * FROM b").fetchall()
+        kinds = [r[1] for r in con.execute("DESCRIBE b").fetchall()]
+    with batch_view(con, "c", {"id": ("BIGINT", [r[0] for r in rows])}, ("e", listed)):
+        got += con.execute("SELECT id, e FROM c").fetchall()
+        kinds += [r[1] for r in con.execute("DESCRIBE c").fetchall()]
+    assert not con.execute("SELECT * FROM duckdb_views() WHERE view_name IN ('b', 'c')").fetchall()
+    return [kinds, got]
+
+
+def test_numpy_and_arrow_paths_give_the_same_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = _rows(40)
+    by_numpy = _view_rows(monkeypatch, 10**9, rows)
+    by_arrow = _view_rows(monkeypatch, 1, rows)
+    assert by_numpy == by_arrow
+    kinds, got = by_numpy
+    assert kinds[: len(COLUMNS) + 1] == [t for _, t in COLUMNS] + ["FLOAT[3]"]
+    assert got[1][-1] is None and got[2][-1] == pytest.approx([6 / 7, 1.0, 8 / 7])
+    assert got[0][2] is None and got[1][2] == "name 1 — 我们" and got[3][2] == "" and got[0][4] == []
+    ended = [(1, 1, "ends in NUL\0", None, [], datetime(2026, 1, 1), 1.0, True)]  # (kept whole)
+    assert _view_rows(monkeypatch, 10**9, ended)[1][0][2] == "ends in NUL\0"
+
+
+def test_lists_of_one_length_stay_lists() -> None:
+    con = duckdb.connect()
+    with batch_view(con, "b", {"tags": ("VARCHAR[]", [["a", "b"], ["c", "d"]])}):
+        assert con.execute("SELECT tags FROM b").fetchall() == [(["a", "b"],), (["c", "d"],)]
+
+
+def test_an_empty_batch_inserts_nothing() -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t(id BIGINT, name VARCHAR)")
+    with batch_view(con, "b", row_columns([], [("id", "BIGINT"), ("name", "VARCHAR")])):
+        con.execute("INSERT INTO t SELECT * FROM b")
+    assert con.execute("SELECT count(*) FROM t").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("bulk_rows", [None, 1])
+def test_a_running_server_edits_and_searches_without_pyarrow(tmp_path: Path, bulk_rows: int | None) -> None:
+    """Importing pyarrow (and the libraries DuckDB loads to scan a table) costs a server ~58 MB: a
+    service over a built index edits (chunks, postings, vectors, file metadata, the embedding cache),
+    and records searches without loading it. The build itself may. (``bulk_rows=1``: every write goes
+    through Arrow, as a check that the writes pass through mnemo.index.batches at all.)"""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\n- Tea: oolong.\n", encoding="utf-8")
+    for i in range(30):
+        (ws / "memory" / f"note-{i}.md").write_text(f"# Note {i}\n\nstaging deploy {i}\n", encoding="utf-8")
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from mnemo.config import load_settings
+        from mnemo.memory.service import MemoryService
+        from mnemo.workspace.layout import Workspace
+        from tests.conftest import HashEmbedder
+
+        root = Path({str(ws)!r})
+
+        def service():
+            settings, problems = load_settings(root)
+            ws = Workspace(root, ignore=[*settings.index.ignore, settings.index.dir])
+            return MemoryService(ws, settings, HashEmbedder(), problems)
+
+        if sys.argv[1] == "build":
+            built = service()
+            built.sync()
+            built.close()
+            raise SystemExit(0)
+        if {bulk_rows!r}:
+            import mnemo.index.batches
+            mnemo.index.batches.BULK_ROWS = {bulk_rows!r}
+        memory = service()
+        memory.sync()
+        (root / "memory" / "edit.md").write_text("---\\ntags: [x]\\n---\\n# Edit\\n\\nquokka zeta\\n")
+        memory.sync()
+        found = memory.search("quokka zeta")
+        assert found.results and found.results[0].path == "memory/edit.md", found
+        (root / "memory" / "edit.md").unlink()
+        memory.sync()
+        memory.close()
+        print(sorted(m for m in sys.modules if m.startswith("pyarrow")))
+        """
+    )
+    root = Path(__file__).resolve().parents[2]
+    for step in ("build", "serve"):  # (a process that built the index may have loaded pyarrow)
+        done = subprocess.run(
+            [sys.executable, "-c", script, step], capture_output=True, text=True, timeout=100, cwd=root
+        )
+        assert done.returncode == 0, done.stderr
+    loaded = done.stdout.strip()
+    assert loaded == "[]" if bulk_rows is None else "'pyarrow.dataset'" in loaded
