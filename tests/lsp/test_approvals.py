@@ -4,7 +4,9 @@ the command runs in the sandbox once allowed; deny and no answer refuse; mnemo/r
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -20,6 +22,7 @@ from mnemo.policy import sandbox as sb
 from tests.lsp.conftest import make_workspace, start_client
 
 DATA_HOME = tempfile.mkdtemp(prefix="mnemo-approvals-data-")  # the audit key lives outside the workspace
+atexit.register(shutil.rmtree, DATA_HOME, True)  # (made at import: gone when pytest exits)
 COMMAND = "readlink /proc/self/ns/net"
 
 

@@ -9,8 +9,10 @@ this file fast; the model is not the point.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import re
+import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +29,7 @@ from tests.fake_chat_endpoint import Endpoint, agent_toml, chat_endpoint
 from tests.lsp.conftest import make_workspace, start_client, wait_ready
 
 DATA_HOME = tempfile.mkdtemp(prefix="mnemo-params-data-")  # the audit key lives outside the workspace
+atexit.register(shutil.rmtree, DATA_HOME, True)  # (made at import: gone when pytest exits)
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Test",
     "GIT_AUTHOR_EMAIL": "test@example.com",

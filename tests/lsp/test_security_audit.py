@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -15,6 +17,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from tests.lsp.conftest import make_workspace, start_client, wait_ready
 
 PRIVATE_HOME = tempfile.mkdtemp(prefix="mnemo-security-lsp-")  # audit key and token file, not the user's
+atexit.register(shutil.rmtree, PRIVATE_HOME, True)  # (made at import: gone when pytest exits)
 SECRET = "ghp_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cD1fG3hJ5"
 BAD_POLICY = '\n[policy]\nallow_binaries = ["bash"]\n'
 
