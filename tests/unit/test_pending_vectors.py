@@ -152,7 +152,12 @@ def test_partial_vectors_rank_pending_chunks_by_their_keyword_score(make_workspa
         memory.close()
 
 
-def test_restart_resumes_without_embedding_committed_batches_again(make_workspace, consistent) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("defer_from", [pending.DEFER_INDEX_MIN, 10])
+def test_restart_resumes_without_embedding_committed_batches_again(
+    make_workspace, consistent, monkeypatch, defer_from
+) -> None:  # type: ignore[no-untyped-def]
+    """(``defer_from=10``: the process stops while the HNSW index is dropped; the next builds it.)"""
+    monkeypatch.setattr(pending, "DEFER_INDEX_MIN", defer_from)
     root = make_workspace(notes(pending.EMBED_BATCH + 20))
     first_model = HashEmbedder(dims=32)
     first = service(root, first_model)
@@ -171,8 +176,44 @@ def test_restart_resumes_without_embedding_committed_batches_again(make_workspac
         assert not set(first_model.embedded) & set(second_model.embedded)
         assert second.vector_counts() == (total, total)
         consistent(second.indexer.store.con)
+        assert pending.has_vector_index(second.indexer.store.con)
     finally:
         second.close()
+
+
+def test_many_pending_vectors_are_filled_without_the_hnsw_index_then_it_is_built(  # type: ignore[no-untyped-def]
+    make_workspace, consistent, monkeypatch
+) -> None:
+    """With the index live, every checkpoint wrote the whole index again and each batch rewrote its rows:
+    a new workspace's file grew to 3x its compacted size. Many pending vectors are filled in place with
+    the index dropped; the batch that fills the last builds it once."""
+    from mnemo.index import repair
+
+    monkeypatch.setattr(pending, "DEFER_INDEX_MIN", 10)
+    root = make_workspace(notes(pending.EMBED_BATCH + 20))
+    memory = service(root, HashEmbedder(dims=32))
+    try:
+        total = memory.sync(vectors="later").chunks_pending
+        con = memory.indexer.store.con
+        assert not pending.has_vector_index(con)  # the build left it for the last vector
+        assert repair.symptoms(con, 32) == []  # waiting for vectors is not damage
+        step = memory.indexer.embed_step()
+        assert step is not None and step.filled == pending.EMBED_BATCH and step.pending == total - step.filled
+        assert not pending.has_vector_index(con)
+        found = memory.search("item3word lighthouse")  # an exact scan of the vectors there are
+        assert found.results and found.results[0].path == "memory/2026-01-04-n3.md"
+        while memory.indexer.embed_step() is not None:  # (by hand: the service's counts are not told)
+            pass
+        counts = memory.indexer.store.counts()
+        assert (counts.embedded, counts.pending) == (total, 0)
+        assert pending.has_vector_index(con) and repair.symptoms(con, 32) == []
+        consistent(con)
+        probe = "[" + ",".join("0.1" for _ in range(32)) + "]::FLOAT[32]"
+        query = f"SELECT id FROM chunks ORDER BY array_cosine_distance(embedding, {probe}) LIMIT 5"
+        assert "HNSW" in con.execute("EXPLAIN " + query).fetchall()[0][1].upper()
+        assert len(con.execute(query).fetchall()) == 5
+    finally:
+        memory.close()
 
 
 def test_cancel_stops_between_texts_and_the_next_wake_resumes(make_workspace) -> None:  # type: ignore[no-untyped-def]

@@ -7,9 +7,17 @@ vector; a chunk whose text the model has not seen yet is written with ``embeddin
 and the next one resumes where the last commit left off (the pending chunks are simply still NULL).
 
 DuckDB's vss HNSW index skips NULL vectors, but an ``UPDATE`` of an HNSW-indexed column crashes DuckDB
-1.5.5 (a segfault after two updates in a row, seen while building this). So a batch is written as
-new rows (same id, key and text, with the vector) and the NULL rows are deleted, in one transaction: the
-same insert/delete path every edit takes. Chunk ids stay, so the fts postings are untouched.
+1.5.5 (a segfault after two updates in a row, seen while building this). So with the index in place a
+batch is written as new rows (same id, key and text, with the vector) and the NULL rows are deleted, in
+one transaction: the same insert/delete path every edit takes. Chunk ids stay, so the fts postings are
+untouched.
+
+Many pending vectors (:data:`DEFER_INDEX_MIN`: a new workspace, a model change) are filled without the
+HNSW index instead: the batch that finds that many drops it, each batch is an ``UPDATE`` in place, and
+the batch that leaves none pending builds the index once over every vector. With the index live, every
+checkpoint wrote the whole index again and each batch rewrote its rows' text: the file of a 2,000-note
+workspace grew to 3x its compacted size, and at 100,000 notes past 23 GB before the vectors were done.
+Meanwhile a vector search is an exact scan of the vectors there are.
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ import numpy as np
 from mnemo.embeddings import Embedder
 from mnemo.index.api import IndexWriter, PendingChunk
 from mnemo.index.batches import Columns, VectorColumn, batch_view
+
+DEFER_INDEX_MIN = 1_024
+"""Pending vectors from which they are filled without the HNSW index, built once when the last is in."""
 
 EMBED_BATCH = 32
 """Pending chunks embedded per committed batch (a couple of seconds of a local model on a busy CPU)."""
@@ -66,18 +77,53 @@ def pending_batch(con: duckdb.DuckDBPyConnection, limit: int) -> list[PendingChu
     ]
 
 
+HNSW_INDEX = "chunks_hnsw"
+
+
+def has_vector_index(con: duckdb.DuckDBPyConnection) -> bool:
+    row = con.execute("SELECT count(*) FROM duckdb_indexes() WHERE index_name = ?", [HNSW_INDEX]).fetchone()
+    return bool(row and row[0])
+
+
+def create_vector_index(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON chunks USING HNSW(embedding) WITH (metric = 'cosine')"
+    )
+
+
+def still_pending(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL").fetchone()
+    return int(row[0]) if row else 0
+
+
 def fill_vectors(
     con: duckdb.DuckDBPyConnection, dims: int, chunks: Sequence[PendingChunk], vectors: np.ndarray
 ) -> int:
     """Give still-pending ``chunks`` their vectors (inside the caller's transaction); returns how many.
+    Drops the HNSW index first when many are pending, and builds it when none is left.
 
     A chunk deleted or rewritten since it was read is skipped (its id and key must both still match:
     a rebuilt generation numbers its chunks from 1 again)."""
     if not chunks:
         return 0
+    indexed = has_vector_index(con)
+    if indexed and still_pending(con) >= DEFER_INDEX_MIN:
+        con.execute(f"DROP INDEX {HNSW_INDEX}")
+        indexed = False
     columns: Columns = {"id": ("BIGINT", [c.id for c in chunks]), "key": ("VARCHAR", [c.key for c in chunks])}
     with batch_view(con, "batch", columns, ("embedding", VectorColumn(vectors))):
-        return _fill_from_batch(con, dims)
+        filled = _fill_from_batch(con, dims) if indexed else _update_from_batch(con, dims)
+    if not indexed and not still_pending(con):
+        create_vector_index(con)
+    return filled
+
+
+def _update_from_batch(con: duckdb.DuckDBPyConnection, dims: int) -> int:
+    row = con.execute(
+        f"UPDATE chunks SET embedding = CAST(b.embedding AS FLOAT[{dims}]) FROM batch b "
+        "WHERE chunks.id = b.id AND chunks.key = b.key AND chunks.embedding IS NULL"
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _fill_from_batch(con: duckdb.DuckDBPyConnection, dims: int) -> int:

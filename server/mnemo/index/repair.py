@@ -30,6 +30,7 @@ from mnemo.index.duck import connect
 from mnemo.index.feedback import (
     restore as restore_feedback,  # (no global named like a table: DuckDB would scan it)
 )
+from mnemo.index.pending import HNSW_INDEX, create_vector_index
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -134,20 +135,21 @@ def load_rows(con: duckdb.DuckDBPyConnection, saved: SavedRows) -> dict[str, int
 def symptoms(con: duckdb.DuckDBPyConnection, dims: int) -> list[str]:
     """Damage visible without loading the HNSW index (a few counts over the tables)."""
     found: list[str] = []
+    waiting = "(SELECT count(*) FROM chunks WHERE embedding IS NULL)" if dims > 0 else "0"
     row = con.execute(
         "SELECT (SELECT count(*) - count(DISTINCT id) FROM chunks), "
         "(SELECT count(*) - count(DISTINCT path) FROM files), "
         f"(SELECT count(*) FROM {fts.SCHEMA}.docs) - (SELECT count(*) FROM chunks), "
-        "(SELECT count(*) FROM duckdb_indexes() WHERE index_name = 'chunks_hnsw')"
+        f"(SELECT count(*) FROM duckdb_indexes() WHERE index_name = '{HNSW_INDEX}'), {waiting}"
     ).fetchone()
-    dup_ids, dup_files, fts_gap, hnsw = row if row else (0, 0, 0, 1)
+    dup_ids, dup_files, fts_gap, hnsw, pending = row if row else (0, 0, 0, 1, 0)
     if dup_ids:
         found.append(f"duplicate chunk ids ({dup_ids})")
     if dup_files:
         found.append(f"duplicate file rows ({dup_files})")
     if fts_gap:
         found.append("keyword tables out of step with the chunks")
-    if dims > 0 and not hnsw:
+    if dims > 0 and not hnsw and not pending:  # (pending vectors: built when the last is in)
         found.append("missing HNSW index")
     return found
 
@@ -162,7 +164,5 @@ def repair_in_place(con: duckdb.DuckDBPyConnection, found: list[str]) -> None:
     if any(s.startswith("keyword tables") for s in found):
         fts.rebuild(con)
     if "missing HNSW index" in found:
-        con.execute(
-            "CREATE INDEX IF NOT EXISTS chunks_hnsw ON chunks USING HNSW(embedding) WITH (metric = 'cosine')"
-        )
+        create_vector_index(con)
     con.execute("CHECKPOINT")
