@@ -16,7 +16,8 @@ Many pending vectors (:data:`DEFER_INDEX_MIN`: a new workspace, a model change) 
 HNSW index instead: the batch that finds that many drops it, each batch is an ``UPDATE`` in place, and
 the batch that leaves none pending builds the index once over every vector. With the index live, every
 checkpoint wrote the whole index again and each batch rewrote its rows' text: the file of a 2,000-note
-workspace grew to 3x its compacted size, and at 100,000 notes past 23 GB before the vectors were done.
+workspace held twice its contents (benchmarks/bench_fill.py), and at 100,000 notes it passed 23 GB
+before the vectors were done.
 Meanwhile a vector search is an exact scan of the vectors there are.
 """
 
