@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import process_cpu_s  # noqa: E402
+from benchmarks.peers.mnemo_lsp import drain  # noqa: E402
 
 
 async def settle(pid: int, quiet_s: float = 2.0, limit_s: float = 600.0) -> float:
@@ -67,6 +68,7 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
 
     spawned = time.perf_counter()
     await client.start_io(sys.executable, "-m", "mnemo", "serve", "--workspace", str(ws))
+    stderr = asyncio.create_task(drain(client._server.stderr if client._server else None))
     sent = time.perf_counter()
     await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
     answered = time.perf_counter()
@@ -115,6 +117,7 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
+    stderr.cancel()
     return {
         "init_from_spawn_ms": 1000 * (answered - spawned),
         "init_request_ms": 1000 * (answered - sent),

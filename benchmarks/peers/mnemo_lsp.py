@@ -11,6 +11,20 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
+REQUEST_TIMEOUT_S = 120.0
+"""A request unanswered this long fails the step (a hung server must not stall the whole run)."""
+
+
+async def drain(stream: asyncio.StreamReader | None) -> None:
+    """Read the server's stderr as it comes: pygls's client pipes it and never reads it, so a server
+    that logs more than a pipe holds (64 KB) would block on its next log line."""
+    while stream is not None and await stream.read(65536):
+        pass
+
+
+async def ask(client: LanguageClient, method: str, params: Any) -> Any:
+    return await asyncio.wait_for(client.protocol.send_request_async(method, params), REQUEST_TIMEOUT_S)
+
 
 async def _run(ws: Path, queries: list[str], edits: list[dict[str, str]], k: int) -> dict[str, Any]:
     client = LanguageClient("bench-peers", "0")
@@ -28,17 +42,29 @@ async def _run(ws: Path, queries: list[str], edits: list[dict[str, str]], k: int
     for method in quiet:
         client.feature(method)(lambda params: None)
     await client.start_io(sys.executable, "-m", "mnemo", "serve", "--workspace", str(ws))
+    stderr = asyncio.create_task(drain(client._server.stderr if client._server else None))
+    try:
+        return await _timed(client, ws, queries, edits, k)
+    finally:
+        if client._server and client._server.returncode is None:
+            client._server.kill()  # (a hung or timed-out server: nothing is left behind)
+        stderr.cancel()
+
+
+async def _timed(
+    client: LanguageClient, ws: Path, queries: list[str], edits: list[dict[str, str]], k: int
+) -> dict[str, Any]:
     await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
     client.initialized(types.InitializedParams())
-    while (await client.protocol.send_request_async("mnemo/status", {})).state != "ready":
+    while (await ask(client, "mnemo/status", {})).state != "ready":
         await asyncio.sleep(0.05)
     params = {"maxResults": k, "minScore": 0}
     if queries:
-        await client.protocol.send_request_async("mnemo/memorySearch", {"query": queries[0], **params})
+        await ask(client, "mnemo/memorySearch", {"query": queries[0], **params})
     search_ms = []
     for q in queries:
         t = time.perf_counter()
-        await client.protocol.send_request_async("mnemo/memorySearch", {"query": q, **params})
+        await ask(client, "mnemo/memorySearch", {"query": q, **params})
         search_ms.append(1000 * (time.perf_counter() - t))
     edit_rows = []
     for e in edits:
@@ -56,18 +82,16 @@ async def _run(ws: Path, queries: list[str], edits: list[dict[str, str]], k: int
                 [types.TextDocumentContentChangeWholeDocument(text=e["text"])],
             )
         )
-        result = await client.protocol.send_request_async(
-            "mnemo/memorySearch", {"query": e["marker"], **params}
-        )
+        result = await ask(client, "mnemo/memorySearch", {"query": e["marker"], **params})
         ms = 1000 * (time.perf_counter() - t)
         found = any(r.path == e["path"] for r in result.results[:5])
         edit_rows.append({"ms": ms, "found": found})
         client.text_document_did_close(
             types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri))
         )
-    await client.shutdown_async(None)
+    await asyncio.wait_for(client.shutdown_async(None), REQUEST_TIMEOUT_S)
     client.exit(None)
-    await client.stop()
+    await asyncio.wait_for(client.stop(), REQUEST_TIMEOUT_S)
     return {"search_ms": search_ms, "edits": edit_rows}
 
 

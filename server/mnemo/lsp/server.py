@@ -9,7 +9,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified
@@ -217,22 +217,3 @@ def parse_host_port(value: str) -> tuple[str, int]:
     if not host or not port.isdigit():
         raise ValueError(f"--ws expects HOST:PORT, got {value!r}")
     return host, int(port)
-
-
-class EofReader:
-    """The client's stream (stdin) for pygls, reporting its end: the editor closed the pipe or died."""
-
-    def __init__(self, stream: BinaryIO, on_eof: Callable[[], None]) -> None:
-        self.stream = stream
-        self.on_eof = on_eof
-
-    def readline(self) -> bytes:
-        return self._seen(self.stream.readline())
-
-    def read(self, n: int) -> bytes:
-        return self._seen(self.stream.read(n))
-
-    def _seen(self, data: bytes) -> bytes:
-        if not data:
-            self.on_eof()
-        return data

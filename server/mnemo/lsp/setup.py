@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mnemo.lsp.client_stream import ClientWriter, EofReader
 from mnemo.lsp.handlers import (
     actions,
     approvals,
@@ -26,7 +27,7 @@ from mnemo.lsp.handlers import (
     vcs,
 )
 from mnemo.lsp.quick_start import QuickStart
-from mnemo.lsp.server import EofReader, MnemoLanguageServer, parse_host_port
+from mnemo.lsp.server import MnemoLanguageServer, parse_host_port
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ def serve(workspace: Path | None, ws: str | None = None, quick: QuickStart | Non
             stdout: Any = sys.stdout.buffer
             if quick is not None:  # `initialize` was read (and maybe answered) before pygls loaded
                 stdin, stdout = quick.reader(stdin), quick.writer(stdout)
+            stdout = ClientWriter(stdout, server.client_gone)
             server.start_io(stdin=stdin, stdout=stdout)
     finally:
         server.client_gone("the connection ended")
