@@ -141,9 +141,21 @@ def exit_by(seconds: float, code: int = 0) -> None:
     threading.Thread(target=run, name="mnemo-exit-by", daemon=True).start()
 
 
+FLUSH_GRACE_S = 1.0
+"""How long the last log lines may take to go out before the process ends anyway."""
+
+
 def _flush_logs() -> None:
-    for handler in logging.getLogger().handlers + logging.getLogger("mnemo").handlers:
-        _quietly(handler.flush)
+    """Flush the log handlers, on a daemon thread waited for at most :data:`FLUSH_GRACE_S`: a stderr
+    pipe nobody reads (a client that never drains it) would block the flush, and the exit, forever."""
+
+    def flush() -> None:
+        for handler in logging.getLogger().handlers + logging.getLogger("mnemo").handlers:
+            _quietly(handler.flush)
+
+    flusher = threading.Thread(target=flush, name="mnemo-flush-logs", daemon=True)
+    flusher.start()
+    flusher.join(FLUSH_GRACE_S)
 
 
 def _quietly(fn: Callable[[], None]) -> None:
