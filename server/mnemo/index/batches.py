@@ -90,7 +90,7 @@ def _column_arrays(sql_type: str, values: Sequence[Any]) -> tuple[np.ndarray, np
         return np.asarray(list(values), dtype=bool if sql_type == "BOOLEAN" else np.int64), None
     if sql_type == "DOUBLE":
         return np.array([np.nan if v is None else v for v in values], dtype=np.float64), None
-    if sql_type == "TIMESTAMP":
+    if sql_type == "TIMESTAMP" and all(v is None or getattr(v, "tzinfo", None) is None for v in values):
         return np.array(list(values), dtype="datetime64[us]"), None
     if sql_type in ("VARCHAR", "DATE") and all(
         v is None or (isinstance(v, str) and not v.endswith("\0")) for v in values
