@@ -7,6 +7,8 @@ only convert.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import threading
 from datetime import date
 
@@ -138,6 +140,7 @@ class EditorService:
                 except OSError:
                     continue
             out[rel] = self.diagnose(rel, text, known=known, vectors=vectors)
+        _release_freed_heap()
         return out
 
     # -- edits behind code actions -------------------------------------------------------------------
@@ -177,3 +180,10 @@ class EditorService:
     def history(self, rel: str, line: int | None = None) -> list[HistoryEntry]:
         self.workspace.resolve_memory_path(rel)  # raises WorkspacePathError for anything else
         return self.repo.history(rel, line)
+
+
+def _release_freed_heap() -> None:
+    """Give the heap pages a whole-workspace pass freed back to the kernel: glibc keeps them otherwise,
+    and a long-lived server's RSS stays at the pass's peak (~20 MB more at 2,000 notes)."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL("libc.so.6").malloc_trim(0)

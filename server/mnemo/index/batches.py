@@ -118,7 +118,7 @@ class _Stacks:
         arrays.append(array)
         return f"{self.name}__{kind}.column{len(arrays) - 1}"
 
-    def parts(self) -> dict[str, np.ndarray]:
+    def parts(self) -> dict[str, Any]:
         return {f"{self.name}__{kind}": np.stack(arrays) for kind, arrays in self.kinds.items()}
 
 
@@ -134,12 +134,13 @@ def _numpy_parts(
             value = f"CASE WHEN {stacks.add(nulls)} THEN NULL ELSE {value} END"
         select.append(f"{value} AS {column}")
     if vectors is None:
-        return stacks.parts(), select, _positional(list(stacks.parts()))
+        parts = stacks.parts()
+        return parts, select, _positional(list(parts))
     column, given = vectors
     rows, dims = given.matrix.shape
     row = stacks.add(np.arange(rows, dtype=np.int64))
     missing = stacks.add(np.asarray(list(given.missing), dtype=bool)) if any(given.missing) else None
-    parts: dict[str, Any] = stacks.parts()
+    parts = stacks.parts()
     sources = _positional(list(parts))
     # The vectors as one flat column, each value with its row and place: a list per row, in order.
     # (DuckDB scans a 2-D array as one column per row of it: 384 columns bind far more slowly.)

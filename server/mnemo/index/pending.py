@@ -92,8 +92,11 @@ def create_vector_index(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def still_pending(con: duckdb.DuckDBPyConnection) -> int:
-    row = con.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL").fetchone()
+def still_pending(con: duckdb.DuckDBPyConnection, at_most: int) -> int:
+    """Pending chunks, counted up to ``at_most`` (the scan stops there: a fill asks every batch)."""
+    row = con.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE embedding IS NULL LIMIT ?)", [int(at_most)]
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -108,13 +111,13 @@ def fill_vectors(
     if not chunks:
         return 0
     indexed = has_vector_index(con)
-    if indexed and still_pending(con) >= DEFER_INDEX_MIN:
+    if indexed and still_pending(con, DEFER_INDEX_MIN) >= DEFER_INDEX_MIN:
         con.execute(f"DROP INDEX {HNSW_INDEX}")
         indexed = False
     columns: Columns = {"id": ("BIGINT", [c.id for c in chunks]), "key": ("VARCHAR", [c.key for c in chunks])}
     with batch_view(con, "batch", columns, ("embedding", VectorColumn(vectors))):
         filled = _fill_from_batch(con, dims) if indexed else _update_from_batch(con, dims)
-    if not indexed and not still_pending(con):
+    if not indexed and not still_pending(con, 1):
         create_vector_index(con)
     return filled
 

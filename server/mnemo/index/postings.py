@@ -52,9 +52,10 @@ class PostingsCache:
         self._ids = _narrow(np.asarray(got["name"], np.int64))
         self._tfs = np.asarray(got["tf"], np.float32)  # (term counts: exact in a float32)
         del got
-        first = np.flatnonzero(np.diff(termids)) + 1 if len(termids) else np.zeros(0, np.int64)
-        self._terms = termids[np.concatenate([[0], first]).astype(np.int64)] if len(termids) else termids
-        self._starts = np.concatenate([[0], first, [len(termids)]]).astype(np.int64)
+        # Sorted by the query: a term's postings start where the term id changes.
+        starts = np.flatnonzero(np.diff(termids, prepend=-1)).astype(np.int64)
+        self._terms = termids[starts]
+        self._starts = np.append(starts, len(termids))
         del termids
         docs = con.execute(f"SELECT name, len FROM {SCHEMA}.docs").fetchnumpy()
         names = np.asarray(docs["name"], np.int64)

@@ -144,7 +144,10 @@ class ChunkStore(SideTables):
         self.postings.invalidate()
         self.vector_cache.invalidate()
         self.record_cache.clear()
-        if self.identity.dims > 0 and pending.still_pending(self.con) < pending.DEFER_INDEX_MIN:
+        if (
+            self.identity.dims > 0
+            and pending.still_pending(self.con, pending.DEFER_INDEX_MIN) < pending.DEFER_INDEX_MIN
+        ):
             pending.create_vector_index(self.con)  # (else built when the last vector is in)
         self.con.execute("INSERT INTO meta VALUES ('complete', '1')")
         self.con.execute("CHECKPOINT")

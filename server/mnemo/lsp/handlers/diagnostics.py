@@ -7,8 +7,6 @@ after each background index sync. The core computes; this module only converts a
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import logging
 from typing import TYPE_CHECKING
 
@@ -85,7 +83,6 @@ def register(server: MnemoLanguageServer) -> None:
 
     async def publish_all() -> None:
         found = await asyncio.to_thread(server.core.editor.diagnose_workspace, open_buffers(server))
-        await asyncio.to_thread(return_freed_memory)
         open_docs = {
             server.core.workspace.rel_from_uri(uri): uri for uri in list(server.workspace.text_documents)
         }
@@ -111,13 +108,6 @@ def register(server: MnemoLanguageServer) -> None:
 
     server.document_listeners.append(schedule)
     server.index_listeners.append(lambda: spawn(publish_all()))
-
-
-def return_freed_memory() -> None:
-    """Give the heap pages a whole-workspace pass freed back to the kernel: glibc keeps them otherwise,
-    and the server's RSS stays at the pass's peak (~20 MB more at 2,000 notes). Nothing elsewhere."""
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
