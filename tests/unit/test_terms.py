@@ -227,6 +227,25 @@ _WORDS = [
     "é" * 120,
 ]
 _GLUE = [" ", "  ", "\n", "\t", ", ", ". ", "-", "_", "/", "'", "\u00a0", "\u3000", "(", ")", "`", ""]
+_GLUE += [
+    "，",
+    "。",
+    "、",
+    "：",
+    "；",
+    "！",
+    "？",
+    "（",
+    "）",
+    "「",
+    "」",
+    "－",
+    "＿",
+    "\u2011",
+    "…",
+    "︰",
+    "﹏",
+]
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -238,10 +257,73 @@ def test_index_terms_equals_the_reference(seed: int) -> None:
         text = "".join(rng.choice(words) + rng.choice(_GLUE) for _ in range(rng.randint(0, 40)))
         if not ascii_only and rng.random() < 0.3:
             text += "".join(chr(rng.randrange(0x20, 0x3100)) for _ in range(50))
+        if not ascii_only and rng.random() < 0.3:  # full-width and small forms, CJK punctuation
+            text += "".join(
+                chr(rng.choice((0x3000, 0xFE10, 0xFF00)) + rng.randrange(0x70)) for _ in range(50)
+            )
         want = _reference_index_terms(text)
         assert index_terms(text) == want, text
         assert index_terms(text) == want, text  # again, from the cache
         assert terms_string(text) == " ".join(want)
+
+
+def test_chinese_text_with_full_width_punctuation_skips_nfkc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chinese text is NFKC-normal once its full-width punctuation is spaced out: it is not normalised
+    (the slow step), and its terms are those of the normalised text."""
+    text = "我们决定使用向量搜索，因为：（一）速度快；（二）ＡＰＩ简单！\u3000服务器集群。"
+    want = _reference_index_terms(text)
+    calls: list[str] = []
+    real = unicodedata.normalize
+    monkeypatch.setattr(
+        terms_module.unicodedata, "normalize", lambda form, s: calls.append(s) or real(form, s)
+    )
+    assert index_terms(text) == want
+    assert calls == [
+        text.translate(
+            {
+                ord("，"): " ",
+                ord("："): " ",
+                ord("（"): " ",
+                ord("）"): " ",
+                ord("；"): " ",
+                ord("！"): " ",
+                0x3000: " ",
+            }
+        )
+    ]  # only for the ＡＰＩ
+    calls.clear()
+    assert index_terms("我们决定使用向量搜索，速度快。") == [
+        "我们",
+        "们决",
+        "决定",
+        "定使",
+        "使用",
+        "用向",
+        "向量",
+        "量搜",
+        "搜索",
+        "速度",
+        "度快",
+    ]
+    assert calls == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_text_of_separator_blocks_equals_the_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    blocks = [
+        (0x20, 0x7F),
+        (0xA0, 0x100),
+        (0x2000, 0x2070),
+        (0x3000, 0x3100),
+        (0x4E00, 0x4E40),
+        (0xFE10, 0xFE70),
+        (0xFF00, 0xFFF0),
+        (0x300, 0x370),
+    ]
+    for _ in range(20):
+        text = "".join(chr(rng.randrange(*rng.choice(blocks))) for _ in range(rng.randint(1, 80)))
+        assert index_terms(text) == _reference_index_terms(text), ascii(text)
 
 
 def test_a_full_term_cache_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
