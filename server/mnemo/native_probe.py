@@ -245,9 +245,9 @@ def model_params(extra: bool) -> Iterator[None]:
 
     llama-cpp-python 0.3.x has no keyword for it: ``Llama.__init__`` starts from
     ``llama_model_default_params()``, which is wrapped here (serialised: it is a module attribute)."""
-    from mnemo.embeddings.threads import passive_waiting
+    from mnemo.embeddings.threads import brief_spinning
 
-    passive_waiting()
+    brief_spinning()
     import llama_cpp.llama as llama_module
 
     native = llama_module.llama_cpp
@@ -280,9 +280,9 @@ def _simulated_crash(extra: bool) -> None:
 
 
 def _exercise(model: Path, kind: str, extra: bool) -> None:
-    from mnemo.embeddings.threads import passive_waiting
+    from mnemo.embeddings.threads import brief_spinning
 
-    passive_waiting()
+    brief_spinning()
     import llama_cpp
 
     with model_params(extra):

@@ -25,7 +25,7 @@ from mnemo import filehash, native_probe
 
 from .base import EmbeddingError, FloatArray, embed_windowed
 from .gguf_convert import DEFAULT_CONTEXT, DEFAULT_DIMS, DEFAULT_MODEL_NAME, ensure_default_gguf
-from .threads import passive_waiting
+from .threads import brief_spinning
 
 log = logging.getLogger(__name__)
 _llama_log = logging.getLogger("mnemo.embeddings.llama_cpp")
@@ -59,7 +59,7 @@ def _install_quiet_logging() -> None:
     global _log_callback
     if _log_callback is not None:
         return
-    passive_waiting()
+    brief_spinning()
     import llama_cpp
     import llama_cpp.llama
 

@@ -1,13 +1,15 @@
-"""How many CPU threads llama.cpp gets: every usable core, or only the free ones on an oversubscribed machine.
+"""How many CPU threads llama.cpp gets, and how they wait for each other.
 
 llama.cpp splits every operation of a forward pass over its threads and then waits for all of them at a
-barrier, spinning while it waits (OpenMP or ggml's own pool). When the machine's other work leaves fewer idle
-cores than threads, a thread that is not scheduled holds up the others, which spin on the CPU time it needs:
-throughput collapses instead of sharing the cores (MiniLM at 0.3-0.5 chunks/s at load 6-7 on 2 cores, against
-~4-14 on a quiet machine; docs/benchmarks.md, "Embedding under load"). A single thread never waits for another,
-so it slows down only in proportion to its share of a core. Hence threads sleep at barriers
-(:func:`passive_waiting`), which removes the collapse, and every physical core we may run on gets a thread
-until the load reaches :data:`BUSY_LOAD_PER_CORE`; above it, only the idle cores, never fewer than one.
+barrier (~100 per forward pass; OpenMP). libgomp spins at a barrier by default (300,000 rounds), and when the
+machine's other work leaves fewer idle cores than threads, a thread that is not scheduled holds up the others,
+which spin on the CPU time it needs: throughput collapses instead of sharing the cores (MiniLM at 0.3-0.5
+chunks/s at load 6-7 on 2 cores, against ~4-14 on a quiet machine; docs/benchmarks.md, "Embedding under load").
+Sleeping at every barrier instead (``OMP_WAIT_POLICY=PASSIVE``) removes the collapse but costs a wake-up per
+barrier: a 6-token query took 8-9 ms instead of 2-3. So threads spin briefly, then sleep
+(:func:`brief_spinning`, ``GOMP_SPINCOUNT=1000``: a few microseconds, enough for a partner that is running,
+too short to burn a descheduled partner's slice), and every physical core we may run on gets a thread until the
+load reaches :data:`BUSY_LOAD_PER_CORE`; above it, only the idle cores, never fewer than one.
 ``embedding.threads`` / ``agent.threads`` in mnemo.toml override the choice.
 """
 
@@ -27,13 +29,20 @@ Measured on 2 cores with passive waiting (docs/benchmarks.md, "Embedding under l
 22.2 chunks/s against 14.8 for one; at load ~3.5, 6.1 against 5.8; at load ~13, 4.9 against 5.9."""
 
 
-def passive_waiting() -> None:
-    """Call before llama.cpp is first imported in a process: its OpenMP threads then sleep at a barrier
-    instead of spinning (``OMP_WAIT_POLICY=PASSIVE``, read once when the library loads; a value the user
-    set wins). Threads are chosen once per model load, so a long-running server that started on a quiet
-    machine would otherwise collapse when the machine gets busy later (2 threads on 2 busy cores: 0.24
-    chunks/s spinning, 2.4 passive; docs/benchmarks.md, "Embedding under load")."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+SPIN_COUNT = "1000"
+"""libgomp's spin rounds at a barrier before a thread sleeps (its own default is 300,000, ~0.1-1 ms)."""
+
+
+def brief_spinning() -> None:
+    """Call before llama.cpp is first imported in a process: its OpenMP threads then spin only briefly at a
+    barrier before sleeping (``GOMP_SPINCOUNT``, read once when the library loads). A user's
+    ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` wins. Threads are chosen once per model load, so a long-running
+    server that started on a quiet machine must not collapse when the machine gets busy later (2 threads on
+    2 busy cores: 0.24 chunks/s spinning, 2.4 sleeping at once); a short spin keeps that, and keeps a short
+    query's forward pass from paying a wake-up at every barrier (docs/benchmarks.md, "Embedding under
+    load")."""
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
 
 
 def choose_threads(cores: int, load: float, online: int | None = None) -> int:
@@ -48,7 +57,7 @@ def choose_threads(cores: int, load: float, online: int | None = None) -> int:
         return cores
     if online is not None and online > cores:
         load = load * cores / online
-    if load < BUSY_LOAD_PER_CORE * cores:  # threads sleep at barriers (passive_waiting): all cores pay
+    if load < BUSY_LOAD_PER_CORE * cores:  # threads soon sleep at barriers (brief_spinning): all cores pay
         return cores
     free = cores - load
     return max(1, min(cores, math.floor(free + 0.5)))

@@ -77,9 +77,9 @@ class ModelServer:
         return self._llm
 
     def _load(self, request: dict[str, Any]) -> int:
-        from mnemo.embeddings.threads import passive_waiting
+        from mnemo.embeddings.threads import brief_spinning
 
-        passive_waiting()
+        brief_spinning()
         import llama_cpp
 
         from mnemo.native_probe import model_params
