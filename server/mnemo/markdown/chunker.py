@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mnemo.markdown.frontmatter import front_matter_end
-from mnemo.text.terms import CJK_CHARS
+from mnemo.text.terms import CJK_CHARS, lazy_pattern
 
 CHUNKER_VERSION = "2"
 """2: a heading-only section opens the next section's chunk instead of being a chunk of its own."""
@@ -41,7 +41,7 @@ FENCE_MAX_FACTOR = 8
 _HEADING_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE_RE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 _LIST_RE = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
-_CJK_SUB = re.compile(f"[{CJK_CHARS}]+").sub
+_CJK_SUB = lazy_pattern(globals(), "_CJK_SUB", f"[{CJK_CHARS}]+", "sub")
 
 # Kinds of block.
 _LINE, _HEADING, _FENCE, _SOLO = 0, 1, 2, 3

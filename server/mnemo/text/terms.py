@@ -27,6 +27,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from itertools import chain
+from typing import Any
 
 TERMS_VERSION = "1"
 
@@ -41,10 +42,27 @@ CJK_CHARS = (
     "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff\uf900-\ufaff"
     "\uff66-\uff9f\uffa0-\uffdc\U0001aff0-\U0001b16f\U00020000-\U0002fa1f\U00030000-\U000323af"
 )
-_CJK_RUNS_RE = re.compile(f"[{CJK_CHARS}]+|[^{CJK_CHARS}]+")
-_CJK_SEARCH = re.compile(f"[{CJK_CHARS}]").search
-_CJK_RUN = re.compile(f"[{CJK_CHARS}]+").fullmatch
-_CJK_ALL = re.compile(f"[{CJK_CHARS}]").findall
+
+
+def lazy_pattern(module: dict[str, Any], name: str, pattern: str, method: str) -> Callable[..., Any]:
+    """A stand-in for ``re.compile(pattern).<method>`` that compiles on its first call and puts the real
+    method in ``module[name]``, the global that callers look up each time. The CJK character class
+    takes ~3 ms to compile; English text never needs it, and a one-shot command pays every compile."""
+
+    def first_call(*args: Any) -> Any:
+        compiled = getattr(re.compile(pattern), method)
+        module[name] = compiled
+        return compiled(*args)
+
+    return first_call
+
+
+_CJK_RUNS_RE_FINDALL = lazy_pattern(
+    globals(), "_CJK_RUNS_RE_FINDALL", f"[{CJK_CHARS}]+|[^{CJK_CHARS}]+", "findall"
+)
+_CJK_SEARCH = lazy_pattern(globals(), "_CJK_SEARCH", f"[{CJK_CHARS}]", "search")
+_CJK_RUN = lazy_pattern(globals(), "_CJK_RUN", f"[{CJK_CHARS}]+", "fullmatch")
+_CJK_ALL = lazy_pattern(globals(), "_CJK_ALL", f"[{CJK_CHARS}]", "findall")
 _JOINER_RE = re.compile(r"[_\-]+")
 # The ASCII case of :func:`_camel_parts`, which gives the same parts.
 _ASCII_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[^A-Z]+|[A-Z]+[^A-Z]*")
@@ -117,7 +135,7 @@ def _cut(term: str) -> str:
 def _word_terms(tok: str, out: list[str]) -> None:
     """Append the terms of one token that is not a plain word or CJK run (the slow path)."""
     if not tok.isascii() and _CJK_SEARCH(tok):
-        for run in _CJK_RUNS_RE.findall(tok):
+        for run in _CJK_RUNS_RE_FINDALL(tok):
             if not _CJK_SEARCH(run[0]):
                 _word_terms(run, out)
             elif len(run) == 1:
@@ -181,7 +199,7 @@ class _PieceTerms(dict[str, str]):
     MAX_KEY_CHARS = 64
 
     def __missing__(self, piece: str) -> str:
-        if _CJK_RUN(piece):  # most pieces of Chinese or Japanese text: one run, its bigrams
+        if not piece.isascii() and _CJK_RUN(piece):  # most pieces of CJK text: one run, its bigrams
             terms = piece if len(piece) == 1 else " ".join(map(str.__add__, piece[:-1], piece[1:]))
         else:
             tokens = _tokens_re(_has_astral(piece)).findall(piece)  # a piece of hyphens only has none
