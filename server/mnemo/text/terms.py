@@ -225,8 +225,8 @@ _separators_sub: list[Callable[[str, str], str]] = []
 def _nfkc_separators() -> Callable[[str, str], str]:
     """``sub(" ", text)``, replacing by a space each punctuation or space character of the blocks above
     whose NFKC form is separators only (no letter, digit, mark, hyphen or underscore): ``，`` is ``,``
-    under NFKC, ``\u3000`` a space. Chinese and Japanese text is seldom NFKC-normal only because of them,
-    and normalising a whole text costs ~10x more than this; a text still not normal afterwards is
+    under NFKC, ``\u3000`` a space. Chinese and Japanese text is often not NFKC-normal only because of
+    them, and normalising a whole text costs ~10x more than this; a text still not normal afterwards is
     normalised. The tokens are the same either way (separators only split)."""
     if not _separators_sub:
 
