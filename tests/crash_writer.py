@@ -16,6 +16,7 @@ brings it in step with the disk, that ``status`` counts equal the rows and the f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import select
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,10 +66,25 @@ def make_workspace(root: Path) -> None:
         (root / "memory" / f"note-{n:02d}.md").write_text(note_text(n), encoding="utf-8")
 
 
-def spawn_writer(root: Path, mode: str = "mixed") -> subprocess.Popen[str]:
+@contextlib.contextmanager
+def vector_index(hnsw: bool) -> Iterator[None]:
+    """With ``hnsw``, the index keeps an HNSW index at any size (as a large workspace does); without,
+    the default for these few notes: vectors searched in memory, no HNSW index."""
+    from mnemo.index import pending
+
+    before = pending.EXACT_SEARCH_BYTES
+    if hnsw:
+        pending.EXACT_SEARCH_BYTES = 0
+    try:
+        yield
+    finally:
+        pending.EXACT_SEARCH_BYTES = before
+
+
+def spawn_writer(root: Path, mode: str = "mixed", *, hnsw: bool = True) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "server"), str(ROOT)])}
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.crash_writer", str(root), mode],
+        [sys.executable, "-m", "tests.crash_writer", str(root), mode, "hnsw" if hnsw else "exact"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -138,7 +155,16 @@ def old_open_fails(index: Path, scratch: Path) -> bool:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def crash_round(root: Path, rng: random.Random, round_no: int, *, max_delay_s: float = 2.5) -> RoundResult:
+def crash_round(
+    root: Path, rng: random.Random, round_no: int, *, max_delay_s: float = 2.5, hnsw: bool = True
+) -> RoundResult:
+    with vector_index(hnsw):
+        return _crash_round(root, rng, round_no, max_delay_s, hnsw)
+
+
+def _crash_round(
+    root: Path, rng: random.Random, round_no: int, max_delay_s: float, hnsw: bool
+) -> RoundResult:
     from mnemo.config import load_settings
     from mnemo.memory.service import MemoryService
     from mnemo.workspace.layout import Workspace
@@ -146,7 +172,7 @@ def crash_round(root: Path, rng: random.Random, round_no: int, *, max_delay_s: f
 
     user_edits(root, rng, round_no)
     before = markdown_hashes(root)
-    proc = spawn_writer(root)
+    proc = spawn_writer(root, hnsw=hnsw)
     delay = rng.uniform(0.2, max_delay_s)
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 120)  # start-up under load: not part of the delay
@@ -222,4 +248,5 @@ def _write_forever(root: Path, mode: str) -> None:
 
 
 if __name__ == "__main__":
-    _write_forever(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "mixed")
+    with vector_index(len(sys.argv) <= 3 or sys.argv[3] == "hnsw"):
+        _write_forever(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "mixed")

@@ -21,6 +21,8 @@ def test_writer_killed_at_random_moments(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     make_workspace(root)
     rng = random.Random(int(os.environ.get("MNEMO_CRASH_SEED", "13")))
-    results = [crash_round(root, rng, i) for i in range(ROUNDS)]
+    # Even rounds keep an HNSW index (a large workspace: the damage a kill can do to it is repaired),
+    # odd ones the default for a workspace this small (vectors searched in memory, no HNSW index).
+    results = [crash_round(root, rng, i, hnsw=i % 2 == 0) for i in range(ROUNDS)]
     # The kills did interrupt writing (a log was left behind) in some rounds, not only idle moments.
     assert sum(r.had_log for r in results) >= min(2, ROUNDS)

@@ -23,6 +23,14 @@ from mnemo.memory.service import MemoryService
 from mnemo.workspace.layout import Workspace
 
 
+@pytest.fixture(autouse=True)
+def _hnsw_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about HNSW damage: the index keeps one at any size (as a large workspace does)."""
+    from mnemo.index import pending as pending_module
+
+    monkeypatch.setattr(pending_module, "EXACT_SEARCH_BYTES", 0)
+
+
 def _service(root: Path, embedder) -> MemoryService:  # type: ignore[no-untyped-def]
     settings, problems = load_settings(root)
     ws = Workspace(root, ignore=[*settings.index.ignore, settings.index.dir])

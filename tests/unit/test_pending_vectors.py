@@ -25,6 +25,15 @@ from mnemo.workspace.layout import Workspace
 GATE_TIMEOUT_S = 30.0
 
 
+@pytest.fixture(autouse=True)
+def _hnsw_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The HNSW index at any size (as a large workspace has one): these tests follow its life while vectors
+    are pending; tests/unit/test_exact_vectors.py covers the in-memory search of a small workspace."""
+    from mnemo.index import pending as pending_module
+
+    monkeypatch.setattr(pending_module, "EXACT_SEARCH_BYTES", 0)
+
+
 class GatedEmbedder(HashEmbedder):
     """HashEmbedder whose chunk embeddings wait for ``gate`` (queries too); ``allow`` lets n texts through."""
 

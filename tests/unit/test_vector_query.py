@@ -1,11 +1,14 @@
-"""The vector half of a search must run as an HNSW index scan (vss), not a full sort."""
+"""The vector half of a search, past what is searched in memory, must run as an HNSW index scan (vss),
+not a full sort (the in-memory search of smaller indexes: tests/unit/test_exact_vectors.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from mnemo.index import pending
 from mnemo.index.reader import vector_literal, vector_query
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 
@@ -24,8 +27,10 @@ def _store(tmp_path: Path, n: int = 50, dims: int = 8) -> tuple[ChunkStore, np.n
     return store, vectors
 
 
-def test_vector_query_uses_the_hnsw_index(tmp_path: Path) -> None:
+def test_vector_query_uses_the_hnsw_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pending, "EXACT_SEARCH_BYTES", 8 * 4 * 40)  # 40 vectors of 8 dims: 50 are past it
     store, vectors = _store(tmp_path)
+    assert pending.has_vector_index(store.con) and not store.vector_cache.exact
     plan = store.con.execute("EXPLAIN " + vector_query(vector_literal(vectors[0]), 5)).fetchall()[0][1]
     assert "HNSW_INDEX_SCAN" in plan
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from mnemo.index import repair
+from mnemo.index import pending, repair
 from mnemo.index.duck import connect, read_closed
 from mnemo.index.identity import identity_from
 from mnemo.index.store import ChunkStore, IndexIdentity, replace_file
@@ -56,6 +56,7 @@ def _connect_checked(path: Path) -> tuple[duckdb.DuckDBPyConnection, IndexIdenti
         if found:
             log.warning("index %s: %s; repairing", path, "; ".join(found))
             repair.repair_in_place(con, found)
+        pending.settle_vector_index(con, identity.dims)  # (an older index of few vectors: dropped)
     except BaseException:
         con.close()
         raise

@@ -19,6 +19,12 @@ checkpoint wrote the whole index again and each batch rewrote its rows' text: th
 workspace held twice its contents (benchmarks/bench_fill.py), and at 100,000 notes it passed 23 GB
 before the vectors were done.
 Meanwhile a vector search is an exact scan of the vectors there are.
+
+A workspace whose vectors fit in :data:`EXACT_SEARCH_BYTES` has no HNSW index at all: the writer holds
+its vectors in memory anyway (:class:`mnemo.index.vector_cache.VectorCache`) and compares a query with
+every one of them, exactly and faster than the index answered, with one copy of the vectors instead of
+two and nothing for a crash to damage. :func:`settle_vector_index` creates the index when the vectors
+outgrow that and drops it when they shrink to half of it.
 """
 
 from __future__ import annotations
@@ -81,6 +87,42 @@ def pending_batch(con: duckdb.DuckDBPyConnection, limit: int) -> list[PendingChu
 HNSW_INDEX = "chunks_hnsw"
 
 
+EXACT_SEARCH_BYTES = 96 * 1024 * 1024
+"""Vectors up to this size (~65,000 chunks of 384 dimensions) are searched exactly in memory, with no
+HNSW index (the same limit as the vector cache that holds them: :data:`mnemo.index.vector_cache.LIMIT_BYTES`)."""
+
+
+def vector_index_wanted(con: duckdb.DuckDBPyConnection, dims: int, *, has_index: bool) -> bool:
+    """Whether the index should have an HNSW index: vectors past :data:`EXACT_SEARCH_BYTES`, or, when it
+    has one already, past half of it (so that it is not dropped and built again around one size)."""
+    if dims <= 0:
+        return False
+    if EXACT_SEARCH_BYTES <= 0:  # (0: an HNSW index at any size, none of its vectors in yet included)
+        return True
+    limit = EXACT_SEARCH_BYTES // 2 if has_index else EXACT_SEARCH_BYTES
+    most = limit // (dims * 4)
+    row = con.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE embedding IS NOT NULL LIMIT ?)", [most + 1]
+    ).fetchone()
+    return bool(row and int(row[0]) > most)
+
+
+def settle_vector_index(con: duckdb.DuckDBPyConnection, dims: int) -> bool:
+    """Create or drop the HNSW index as :func:`vector_index_wanted` says (never while many vectors are
+    pending: the last batch builds it); returns whether the index has one now."""
+    present = has_vector_index(con)
+    if dims <= 0:
+        return present
+    wanted = vector_index_wanted(con, dims, has_index=present)
+    if present and not wanted:
+        con.execute(f"DROP INDEX {HNSW_INDEX}")
+        return False
+    if wanted and not present and still_pending(con, DEFER_INDEX_MIN) < DEFER_INDEX_MIN:
+        create_vector_index(con)
+        return True
+    return present
+
+
 def has_vector_index(con: duckdb.DuckDBPyConnection) -> bool:
     row = con.execute("SELECT count(*) FROM duckdb_indexes() WHERE index_name = ?", [HNSW_INDEX]).fetchone()
     return bool(row and row[0])
@@ -118,7 +160,7 @@ def fill_vectors(
     with batch_view(con, "batch", columns, ("embedding", VectorColumn(vectors))):
         filled = _fill_from_batch(con, dims) if indexed else _update_from_batch(con, dims)
     if not indexed and not still_pending(con, 1):
-        create_vector_index(con)
+        settle_vector_index(con, dims)
     return filled
 
 

@@ -271,6 +271,11 @@ class DuckReader:
     ) -> list[VectorHit]:
         if not self._with_vectors or (within is not None and not within):
             return []
+        cache = self._vector_cache
+        if cache is not None and cache.exact:  # no HNSW index: every vector, in memory
+            exact = cache.nearest(self.con, vector, limit, within)
+            if exact is not None:
+                return [VectorHit(cid, distance) for cid, distance in exact]
         # The vector goes in as a literal: it is a constant the HNSW index scan can use, and
         # DuckDB converts a 384-float Python parameter far more slowly than it parses one.
         literal = vector_literal(vector)

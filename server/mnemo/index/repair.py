@@ -30,7 +30,7 @@ from mnemo.index.duck import connect
 from mnemo.index.feedback import (
     restore as restore_feedback,  # (no global named like a table: DuckDB would scan it)
 )
-from mnemo.index.pending import HNSW_INDEX, create_vector_index
+from mnemo.index.pending import HNSW_INDEX, create_vector_index, vector_index_wanted
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -149,7 +149,8 @@ def symptoms(con: duckdb.DuckDBPyConnection, dims: int) -> list[str]:
         found.append(f"duplicate file rows ({dup_files})")
     if fts_gap:
         found.append("keyword tables out of step with the chunks")
-    if dims > 0 and not hnsw and not pending:  # (pending vectors: built when the last is in)
+    # (pending vectors: built when the last is in; few vectors: searched in memory, no index wanted)
+    if dims > 0 and not hnsw and not pending and vector_index_wanted(con, dims, has_index=False):
         found.append("missing HNSW index")
     return found
 

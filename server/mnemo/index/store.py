@@ -120,6 +120,8 @@ class ChunkStore(SideTables):
         """A full build's one transaction is open (see :meth:`flush_staged`)."""
         with contextlib.suppress(duckdb.Error):  # an index from before the table: added, no rebuild
             file_meta.ensure(con)
+        if identity.dims > 0:
+            self.vector_cache.exact = not pending.has_vector_index(con)
 
     # -- creating (opening an existing file: mnemo.index.opening) ------------------------------
     @classmethod
@@ -144,11 +146,9 @@ class ChunkStore(SideTables):
         self.postings.invalidate()
         self.vector_cache.invalidate()
         self.record_cache.clear()
-        if (
-            self.identity.dims > 0
-            and pending.still_pending(self.con, pending.DEFER_INDEX_MIN) < pending.DEFER_INDEX_MIN
-        ):
-            pending.create_vector_index(self.con)  # (else built when the last vector is in)
+        # An HNSW index only for vectors past what is searched in memory, and not while many are
+        # pending (built when the last vector is in).
+        self.vector_cache.exact = not pending.settle_vector_index(self.con, self.identity.dims)
         self.con.execute("INSERT INTO meta VALUES ('complete', '1')")
         self.con.execute("CHECKPOINT")
 
@@ -376,7 +376,9 @@ class ChunkStore(SideTables):
 
     def fill_vectors(self, chunks: Sequence[PendingChunk], vectors: np.ndarray) -> int:
         self._vectors_changed.extend(c.id for c in chunks)
-        return pending.fill_vectors(self.con, self.identity.dims, chunks, vectors)
+        filled = pending.fill_vectors(self.con, self.identity.dims, chunks, vectors)
+        self.vector_cache.exact = not pending.has_vector_index(self.con)  # (the last batch may build it)
+        return filled
 
     def counts(self) -> IndexCounts:
         return DuckReader(self.con, self.identity, memo=self.counts_memo).counts()

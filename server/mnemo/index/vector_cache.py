@@ -1,11 +1,18 @@
-"""VectorCache: the writer's chunk vectors in memory, so a search reads a candidate's vector without SQL.
+"""VectorCache: the writer's chunk vectors in memory, one matrix: a candidate's vector without SQL, and
+the exact nearest neighbours of a query while the index has no HNSW index.
 
 A hybrid search needs the vectors of its keyword candidates that the nearest-neighbour query did not
 return. Reading them from DuckDB scans the wide embedding column for every search (several ms at 2,000
-notes); a dict lookup costs microseconds. The cache is loaded on first use from the committed rows and
-kept current after each commit from the ids the transaction touched (inserted, deleted, or given a
-vector), the way :class:`mnemo.index.postings.PostingsCache` keeps BM25 postings. Above
+notes); a row of the matrix costs microseconds. The cache is loaded on first use from the committed
+rows and kept current after each commit from the ids the transaction touched (inserted, deleted, or
+given a vector), the way :class:`mnemo.index.postings.PostingsCache` keeps BM25 postings. Above
 :data:`LIMIT_BYTES` of vectors it stays off and the reader asks DuckDB as before.
+
+Up to :data:`mnemo.index.pending.EXACT_SEARCH_BYTES` of vectors the index has no HNSW index at all
+(:func:`mnemo.index.pending.settle_vector_index`) and :meth:`VectorCache.nearest` compares the query
+with every row: one matrix product, ~1 ms at 7,000 chunks, exact, where DuckDB's HNSW index took ~3 ms,
+held a second copy of the vectors (~23 MB at 2,000 notes) and can be damaged by a crash
+(:mod:`mnemo.index.repair`).
 """
 
 from __future__ import annotations
@@ -19,57 +26,166 @@ import numpy as np
 LIMIT_BYTES = 96 * 1024 * 1024
 """Most memory the cache may take (~65,000 chunks of 384-dim vectors): bigger indexes read from DuckDB."""
 
+_LOAD_ROWS = 2048
+"""Rows read per query while loading (each row arrives as its own small array: bounded extra memory)."""
 
-def _fetch(con: duckdb.DuckDBPyConnection, where: str) -> dict[int, np.ndarray]:
-    found = con.execute(f"SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL{where}").fetchnumpy()
-    return {
-        int(cid): np.asarray(vector, dtype=np.float32)
-        for cid, vector in zip(found["id"].tolist(), found["embedding"], strict=True)
-    }
+
+def _fetch(
+    con: duckdb.DuckDBPyConnection, where: str = "", params: Sequence[object] = (), limit: int = 0
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(ids, vectors) of the chunks with a vector matching ``where``, by id."""
+    sql = f"SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL{where} ORDER BY id"
+    found = con.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), list(params)).fetchnumpy()
+    return np.asarray(found["id"], np.int64), list(found["embedding"])
 
 
 class VectorCache:
     def __init__(self, dims: int, limit_bytes: int = LIMIT_BYTES) -> None:
         self.dims = dims
         self.limit_bytes = limit_bytes
+        self.exact = False
+        """Whether searches take their nearest neighbours from here (the index has no HNSW index; the
+        store sets it whenever it creates, drops or finds one)."""
         self._lock = threading.Lock()
-        self._vectors: dict[int, np.ndarray] | None = None
-        """Chunk id -> vector of every chunk that has one; None: not loaded (or too big to hold)."""
+        self._loaded = False
         self._off = dims == 0
+        self._matrix = np.zeros((0, max(dims, 1)), np.float32)
+        self._inverse_norms = np.zeros(0, np.float32)
+        """1 / the row's norm; 0 for a free row (and a zero vector), which then never comes first."""
+        self._ids = np.zeros(0, np.int64)
+        """Chunk id of each row; -1 for a free row."""
+        self._row: dict[int, int] = {}
+        self._free: list[int] = []
+        self._end = 0
+        """Rows ever used (the matrix's rows past it are spare capacity)."""
 
     def invalidate(self) -> None:
         with self._lock:
-            self._vectors = None
+            self._reset()
             self._off = self.dims == 0
 
-    def get(self, con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> dict[int, np.ndarray] | None:
-        """The vectors of ``ids`` that have one; None when the cache is off (the caller asks DuckDB)."""
-        with self._lock:
-            if self._off:
-                return None
-            if self._vectors is None:
-                (count,) = con.execute("SELECT count(embedding) FROM chunks").fetchone() or (0,)
-                if int(count) * self.dims * 4 > self.limit_bytes:
-                    self._off = True
-                    return None
-                self._vectors = _fetch(con, "")
-            vectors = self._vectors
-            return {cid: vectors[cid] for cid in ids if cid in vectors}
+    def _reset(self) -> None:
+        self._loaded = False
+        self._matrix = np.zeros((0, max(self.dims, 1)), np.float32)
+        self._inverse_norms = np.zeros(0, np.float32)
+        self._ids = np.zeros(0, np.int64)
+        self._row, self._free, self._end = {}, [], 0
+
+    # -- loading and deltas --------------------------------------------------------------------------
+    def _ready(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Load on first use (the lock is held); False when the cache is off."""
+        if self._off:
+            return False
+        if self._loaded:
+            return True
+        (count,) = con.execute("SELECT count(embedding) FROM chunks").fetchone() or (0,)
+        if int(count) * self.dims * 4 > self.limit_bytes:
+            self._off = True
+            return False
+        self._grow(int(count))
+        last = -1
+        while True:
+            ids, vectors = _fetch(con, " AND id > ?", [last], limit=_LOAD_ROWS)
+            if not len(ids):
+                break
+            for cid, vector in zip(ids.tolist(), vectors, strict=True):
+                self._put(cid, vector)
+            last = int(ids[-1])
+        self._loaded = True
+        return True
+
+    def _grow(self, rows: int) -> None:
+        if rows <= len(self._matrix):
+            return
+        capacity = max(rows, len(self._matrix) * 5 // 4 + 64)
+        matrix = np.zeros((capacity, self.dims), np.float32)
+        matrix[: self._end] = self._matrix[: self._end]
+        self._matrix = matrix
+        self._inverse_norms = np.concatenate(
+            [self._inverse_norms, np.zeros(capacity - len(self._inverse_norms), np.float32)]
+        )
+        self._ids = np.concatenate([self._ids, np.full(capacity - len(self._ids), -1, np.int64)])
+
+    def _put(self, cid: int, vector: np.ndarray) -> None:
+        row = self._row.get(cid)
+        if row is None:
+            if self._free:
+                row = self._free.pop()
+            else:
+                self._grow(self._end + 1)
+                row, self._end = self._end, self._end + 1
+            self._row[cid] = row
+            self._ids[row] = cid
+        values = np.asarray(vector, dtype=np.float32)
+        self._matrix[row] = values
+        norm = float(np.linalg.norm(values))
+        self._inverse_norms[row] = 1.0 / norm if norm > 0 else 0.0
+
+    def _drop(self, cid: int) -> None:
+        row = self._row.pop(cid, None)
+        if row is not None:
+            self._ids[row] = -1
+            self._inverse_norms[row] = 0.0
+            self._free.append(row)
 
     def apply(self, con: duckdb.DuckDBPyConnection, changed: Iterable[int]) -> None:
         """Bring a loaded cache up to date after a commit that inserted, deleted or filled the chunks
         ``changed`` (``con`` sees the committed rows)."""
         ids = sorted(set(changed))
         with self._lock:
-            if self._vectors is None or not ids:
+            if not self._loaded or not ids:
                 return
             listed = ", ".join(str(int(i)) for i in ids)
-            fresh = _fetch(con, f" AND id IN ({listed})")
+            fresh_ids, fresh = _fetch(con, f" AND id IN ({listed})")
+            given = dict(zip(fresh_ids.tolist(), fresh, strict=True))
             for cid in ids:
-                vector = fresh.get(cid)
+                vector = given.get(cid)
                 if vector is None:
-                    self._vectors.pop(cid, None)
+                    self._drop(cid)
                 else:
-                    self._vectors[cid] = vector
-            if len(self._vectors) * self.dims * 4 > self.limit_bytes:
-                self._vectors, self._off = None, True
+                    self._put(cid, vector)
+            if len(self._row) * self.dims * 4 > self.limit_bytes:
+                self._reset()
+                self._off = True
+
+    # -- reading -------------------------------------------------------------------------------------
+    def get(self, con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> dict[int, np.ndarray] | None:
+        """The vectors of ``ids`` that have one (copies); None when the cache is off (the caller asks
+        DuckDB)."""
+        with self._lock:
+            if not self._ready(con):
+                return None
+            rows = [(cid, self._row[cid]) for cid in ids if cid in self._row]
+            return {cid: self._matrix[row].copy() for cid, row in rows}
+
+    def nearest(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        query: np.ndarray,
+        limit: int,
+        within: Sequence[int] | None = None,
+    ) -> list[tuple[int, float]] | None:
+        """(chunk id, cosine distance) of the ``limit`` rows nearest ``query``, nearest first (ties by
+        id), among ``within`` when given; None when the cache is off. Exact: every row is compared."""
+        with self._lock:
+            if not self._ready(con):
+                return None
+            norm = float(np.linalg.norm(query))
+            if limit <= 0 or not self._row or norm == 0:
+                return []
+            q = np.asarray(query, dtype=np.float32) / np.float32(norm)
+            alive = len(self._row)
+            if within is None:  # every row: the matrix as it is (no copy), free rows last
+                ids = self._ids[: self._end].copy()
+                similarity = (self._matrix[: self._end] @ q) * self._inverse_norms[: self._end]
+                similarity[ids < 0] = -np.inf
+            else:
+                rows = np.asarray([self._row[cid] for cid in within if cid in self._row], np.int64)
+                ids = self._ids[rows]
+                similarity = (self._matrix[rows] @ q) * self._inverse_norms[rows]
+        k = min(int(limit), alive if within is None else len(ids))
+        if k <= 0:
+            return []
+        top = np.argpartition(-similarity, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+        order = top[np.lexsort((ids[top], -similarity[top]))]
+        return [(int(ids[i]), float(1.0 - similarity[i])) for i in order]

@@ -1,0 +1,151 @@
+"""Vectors that fit in memory are searched exactly there, with no HNSW index; past that, the HNSW index.
+
+The writer holds its vectors in one matrix (:class:`mnemo.index.vector_cache.VectorCache`); up to
+:data:`mnemo.index.pending.EXACT_SEARCH_BYTES` the index has no HNSW index and a search compares the
+query with every vector: the answer must be DuckDB's exact cosine ranking, kept current through edits,
+with a filter, and an older index of few vectors loses its HNSW index when opened.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.conftest import HashEmbedder
+
+from mnemo.config import load_settings
+from mnemo.index import pending
+from mnemo.index.reader import vector_literal
+from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
+from mnemo.memory.service import MemoryService
+from mnemo.workspace.layout import Workspace
+
+DIMS = 8
+
+
+def _rows(n: int, start: int = 0) -> list[ChunkRow]:
+    return [
+        ChunkRow(f"k{i}", f"memory/n{i}.md", "memory", "evergreen", None, 1, 1, "", f"t{i}", f"t{i}", f"h{i}")
+        for i in range(start, start + n)
+    ]
+
+
+def _vectors(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(n, DIMS)).astype(np.float32)
+
+
+def _store(tmp_path: Path, n: int = 60) -> ChunkStore:
+    store = ChunkStore.create(tmp_path / "index.duckdb.building", IndexIdentity("test", "m", DIMS, "c"))
+    store.insert_chunks(_rows(n), _vectors(n, 1), live=False)
+    store.finish_indexes()
+    return store
+
+
+def _duckdb_exact(
+    store: ChunkStore, query: np.ndarray, ids: list[int] | None = None
+) -> list[tuple[int, float]]:
+    where = f"WHERE id IN ({', '.join(map(str, ids))}) " if ids else ""
+    rows = store.con.execute(
+        f"SELECT id, array_cosine_distance(embedding, {vector_literal(query)}) AS d FROM chunks {where}"
+        "ORDER BY d, id"
+    ).fetchall()
+    return [(int(i), float(d)) for i, d in rows]
+
+
+def _nearest(
+    store: ChunkStore, query: np.ndarray, limit: int, within: list[int] | None = None
+) -> list[tuple[int, float]]:
+    reader = store.read_with(store.reader())
+    return [(hit.chunk_id, hit.distance) for hit in reader.nearest(query, limit, within=within)]
+
+
+def _same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
+    assert [i for i, _ in got] == [i for i, _ in want]
+    assert np.allclose([d for _, d in got], [d for _, d in want], atol=1e-5)
+
+
+def test_a_small_index_has_no_hnsw_index_and_searches_exactly_in_memory(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    assert not pending.has_vector_index(store.con)
+    assert store.vector_cache.exact
+    for seed in range(5):
+        query = _vectors(1, 100 + seed)[0]
+        _same(_nearest(store, query, 7), _duckdb_exact(store, query)[:7])
+    query = _vectors(1, 7)[0]
+    allowed = [3, 9, 10, 44, 58]
+    _same(_nearest(store, query, 3, within=allowed), _duckdb_exact(store, query, allowed)[:3])
+    _same(_nearest(store, query, 100), _duckdb_exact(store, query))  # all 60, in order
+
+
+def test_edits_reach_the_in_memory_search(tmp_path: Path) -> None:
+    store = _store(tmp_path, n=20)
+    query = _vectors(1, 5)[0]
+    _nearest(store, query, 5)  # loaded
+    ids = [int(r[0]) for r in store.con.execute("SELECT id FROM chunks ORDER BY id").fetchall()]
+    with store.transaction():
+        store.delete_chunks(ids[:8])
+    near = np.vstack([query * 2.0, _vectors(9, 6)]).astype(np.float32)  # the first points at the query
+    with store.transaction():
+        store.insert_chunks(_rows(10, start=100), near, live=True)
+    got = _nearest(store, query, 20)
+    _same(got, _duckdb_exact(store, query)[:20])
+    assert not set(ids[:8]) & {i for i, _ in got}
+    assert got[0][1] == pytest.approx(0.0, abs=1e-6)
+    assert len(got) == 20 and len(_nearest(store, query, 100)) == 22
+
+
+def test_past_the_limit_the_hnsw_index_is_built_and_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pending, "EXACT_SEARCH_BYTES", DIMS * 4 * 40)  # 40 vectors: 60 are past it
+    store = _store(tmp_path)
+    assert pending.has_vector_index(store.con)
+    assert not store.vector_cache.exact
+    query = _vectors(1, 3)[0]
+    _same(_nearest(store, query, 5), _duckdb_exact(store, query)[:5])  # (an HNSW answer, exact here)
+
+
+def test_the_hnsw_index_is_dropped_only_below_half_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pending, "EXACT_SEARCH_BYTES", DIMS * 4 * 40)
+    store = _store(tmp_path)
+    ids = [int(r[0]) for r in store.con.execute("SELECT id FROM chunks ORDER BY id").fetchall()]
+    store.con.execute(f"DELETE FROM chunks WHERE id IN ({', '.join(map(str, ids[:30]))})")  # 30 left
+    assert pending.settle_vector_index(store.con, DIMS)  # 30 > 20: kept (no drop and rebuild around 40)
+    store.con.execute(f"DELETE FROM chunks WHERE id IN ({', '.join(map(str, ids[30:45]))})")  # 15 left
+    assert not pending.settle_vector_index(store.con, DIMS)
+    assert not pending.has_vector_index(store.con)
+
+
+def _service(root: Path) -> MemoryService:
+    settings, problems = load_settings(root)
+    return MemoryService(
+        Workspace(root, ignore=[settings.index.dir]), settings, HashEmbedder(dims=32), problems
+    )
+
+
+def test_an_older_index_of_few_vectors_loses_its_hnsw_index_and_finds_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ws"
+    (root / "memory").mkdir(parents=True)
+    for n in range(12):
+        (root / "memory" / f"n{n}.md").write_text(f"# Note {n}\n\nabout topic{n} and lighthouses\n", "utf-8")
+    with monkeypatch.context() as old:  # built as before: an HNSW index at any size
+        old.setattr(pending, "EXACT_SEARCH_BYTES", 0)
+        memory = _service(root)
+        memory.sync()
+        assert memory.indexer.store is not None and pending.has_vector_index(memory.indexer.store.con)
+        before = [(h.path, h.start_line) for h in memory.search("lighthouses topic3", min_score=0.0).results]
+        memory.close()
+    memory = _service(root)
+    try:
+        memory.sync()
+        store = memory.indexer.store
+        assert store is not None and not pending.has_vector_index(store.con) and store.vector_cache.exact
+        after = [(h.path, h.start_line) for h in memory.search("lighthouses topic3", min_score=0.0).results]
+        assert after == before and after[0][0] == "memory/n3.md"
+    finally:
+        memory.close()
