@@ -101,6 +101,11 @@ def vector_index_wanted(con: duckdb.DuckDBPyConnection, dims: int, *, has_index:
         return True
     limit = EXACT_SEARCH_BYTES // 2 if has_index else EXACT_SEARCH_BYTES
     most = limit // (dims * 4)
+    # Rows first (no vector read: scanning the embedding column would pull all of it into DuckDB's
+    # buffers, ~11 MB at 2,000 notes, for good); the vectors only when there are that many rows.
+    (rows,) = con.execute("SELECT count(*) FROM chunks").fetchone() or (0,)
+    if int(rows) <= most:
+        return False
     row = con.execute(
         "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE embedding IS NOT NULL LIMIT ?)", [most + 1]
     ).fetchone()
