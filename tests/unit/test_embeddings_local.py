@@ -185,6 +185,27 @@ def test_threads_share_one_model(embedder: LocalEmbedder) -> None:
     np.testing.assert_allclose(np.asarray(results), np.concatenate([expected] * 3), atol=1e-5)
 
 
+def test_every_decode_runs_on_the_embedders_one_thread(
+    embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenMP keeps a thread team per calling thread: callers from a pool must not each wake their own."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    seen: list[str] = []
+    real = embedder._decode
+
+    def recorded(llm: Any, sequences: list[list[int]]) -> Any:
+        seen.append(threading.current_thread().name)
+        return real(llm, sequences)
+
+    monkeypatch.setattr(embedder, "_decode", recorded)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda s: embedder.embed([s]), SENTENCES * 2))
+    embedder.embed(SENTENCES[:1])  # and from this thread
+    assert len(seen) == 9 and len(set(seen)) == 1 and seen[0].startswith("mnemo-llama"), seen
+
+
 def test_user_gguf_path_is_used_as_is(embedder: LocalEmbedder, tmp_path: Path) -> None:
     path, _ = embedder._resolve()
     copy = tmp_path / "my-model.gguf"

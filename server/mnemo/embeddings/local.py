@@ -15,7 +15,8 @@ import io
 import logging
 import mmap
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,8 @@ class LocalEmbedder:
         self._suffix: list[int] = []
         self._released_outputs = 0
         """Output rows whose unused logits were handed back to the kernel (:meth:`_release_logits`)."""
+        self._decoder: ThreadPoolExecutor | None = None
+        """The one thread that runs llama.cpp's forward passes (:meth:`_on_decode_thread`)."""
 
     # -- model file -------------------------------------------------------------------------
 
@@ -268,10 +271,28 @@ class LocalEmbedder:
         return embed_windowed(windows, self._embed_sequences, self._batch_size, self._dims)
 
     def _embed_sequences(self, sequences: list[list[int]]) -> FloatArray:
-        """One llama_decode per sequence: the fastest way for short batches on a CPU."""
+        """One llama_decode per sequence: the fastest way for short batches on a CPU. Always on the
+        embedder's own thread (:meth:`_on_decode_thread`)."""
+        llm = self._load()
+        return self._on_decode_thread(lambda: self._decode(llm, sequences))
+
+    def _on_decode_thread(self, work: Callable[[], FloatArray]) -> FloatArray:
+        """Run ``work`` on the one thread that calls llama.cpp for this embedder.
+
+        OpenMP keeps a team of worker threads for each thread that starts a parallel region. Searches
+        come from a pool of threads (the language server's ``asyncio.to_thread``, the gateway's), so
+        decodes from whichever of them ran would wake one of several teams, each mostly asleep: a
+        6-token query took ~9 ms from a pool of six threads against ~3.5 ms from one
+        (docs/benchmarks.md, "Round of 2026-12-02")."""
+        with self._lock:
+            if self._decoder is None:
+                self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-llama")
+            decoder = self._decoder
+        return decoder.submit(work).result()
+
+    def _decode(self, llm: Any, sequences: list[list[int]]) -> FloatArray:
         import llama_cpp
 
-        llm = self._load()
         out = np.empty((len(sequences), self._dims), dtype=np.float32)
         with self._lock:
             for row, tokens in enumerate(sequences):
@@ -323,6 +344,10 @@ class LocalEmbedder:
             self._released_outputs = outputs
 
     def close(self) -> None:
+        with self._lock:
+            decoder, self._decoder = self._decoder, None
+        if decoder is not None:
+            decoder.shutdown(wait=True)  # (a decode in hand finishes first; it takes the lock)
         with self._lock:
             if self._llm is not None:
                 self._llm.close()
