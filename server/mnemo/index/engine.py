@@ -100,3 +100,8 @@ class IndexEngine(Protocol):
     def embed_pending(
         self, report: SyncReport, progress: Progress | None = None, cancel: threading.Event | None = None
     ) -> None: ...
+
+    def checkpoint(self) -> None:
+        """Write to disk what the engine holds in memory for its last writes (idle time; the caller holds
+        the write lock). Best effort: an engine with nothing of the kind does nothing."""
+        ...

@@ -161,6 +161,9 @@ class PgIndexer(IdentityMatch):
         self.readers.close()
         self.readers = ReaderPool(self._dsn)
 
+    def checkpoint(self) -> None:
+        """Nothing to do: PostgreSQL writes its own checkpoints."""
+
     # -- pending vectors ---------------------------------------------------------------------------------
     def embed_step(
         self,

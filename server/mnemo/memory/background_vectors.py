@@ -231,6 +231,8 @@ class PendingVectors:
         )
 
     def _all_embedded(self) -> None:
+        with self._write_lock:
+            self.indexer.checkpoint()  # (the filled rows leave DuckDB's memory for the file)
         for listener in list(self.idle_listeners):
             listener()
 
