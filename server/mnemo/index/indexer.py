@@ -154,9 +154,13 @@ class Indexer(IdentityMatch):
                 self.store = None
 
     def checkpoint(self) -> None:
-        """DuckDB keeps rows changed by an ``UPDATE`` (each batch of vectors filled in place) in memory
-        until a checkpoint, which it makes only when its log passes 16 MB: five edits' vectors at 2,000
-        notes held ~20 MB. Called once everything pending has a vector (~60 ms there)."""
+        """DuckDB keeps the rows written since its last checkpoint in memory (inserted chunks with their
+        vectors, vectors filled in place), and checkpoints only when its log passes 16 MB: five edits at
+        2,000 notes held ~20 MB. Called when the writer has been quiet for a while (~60 ms there);
+        nothing to do when the log is empty."""
+        wal = repair.wal_path(self.path)
+        if not wal.exists() or wal.stat().st_size == 0:
+            return
         with self.swap_lock:
             store = self.store
             if store is not None:

@@ -28,6 +28,9 @@ SEARCH_FIRST_S = 2.0
 """How long the embedding thread waits for running searches before it embeds its next text."""
 RETRY_AFTER_S = 5.0
 """After a failed batch (the index busy or being repaired), the thread waits this long or for a wake."""
+QUIET_S = 5.0
+"""After this long with no wake (no sync, edit or batch), the thread calls ``on_quiet`` once: the writer
+checkpoints then (:meth:`mnemo.index.indexer.Indexer.checkpoint`)."""
 FEW_PENDING = EMBED_BATCH
 """``vectors="few"``: at most this many pending chunks are embedded before a read answers."""
 
@@ -57,11 +60,14 @@ class BackgroundEmbedder:
         step: Step,
         on_commit: Callable[[StepResult], None] | None = None,
         on_idle: Callable[[], None] | None = None,
+        on_quiet: Callable[[], None] | None = None,
     ) -> None:
         self._step = step
         self._on_commit = on_commit
         self._on_idle = on_idle
         """Called on the thread when it runs out of work after committing at least one batch."""
+        self._on_quiet = on_quiet
+        """Called on the thread once :data:`QUIET_S` has passed with no wake after one."""
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = threading.Event()
@@ -117,26 +123,45 @@ class BackgroundEmbedder:
 
     def _run(self) -> None:
         unannounced = False  # vectors filled since the listener last heard it has caught up
+        unquiet = False  # woken since on_quiet was last called
         while not self._closed.is_set():
             if unannounced and not self._dirty and self._on_idle is not None:
                 unannounced = False
-                try:
-                    self._on_idle()
-                except Exception:  # a listener's failure never stops the embedding thread
-                    log.exception("a vectors listener failed")
+                self._call(self._on_idle)
+            if not self._wait_for_work(quiet_due=unquiet and self._on_quiet is not None):
+                unquiet = False
+                if self._on_quiet is not None:
+                    self._call(self._on_quiet)
+                continue
             with self._cond:
-                while not self._dirty and not self._closed.is_set():
-                    self._idle = True
-                    self._cond.notify_all()
-                    self._cond.wait()
                 self._dirty = False
                 cancel = _Either(self._closed, self._cancel)
             if self._closed.is_set():
                 break
+            unquiet = True
             unannounced = self._drain(cancel) or unannounced
         with self._cond:
             self._idle = True
             self._cond.notify_all()
+
+    def _wait_for_work(self, *, quiet_due: bool) -> bool:
+        """Until woken or closed (True); False when ``quiet_due`` and :data:`QUIET_S` passed first."""
+        with self._cond:
+            while not self._dirty and not self._closed.is_set():
+                self._idle = True
+                self._cond.notify_all()
+                if not quiet_due:
+                    self._cond.wait()
+                elif not self._cond.wait(QUIET_S) and not self._dirty and not self._closed.is_set():
+                    return False
+            return True
+
+    @staticmethod
+    def _call(listener: Callable[[], None]) -> None:
+        try:
+            listener()
+        except Exception:  # a listener's failure never stops the embedding thread
+            log.exception("a vectors listener failed")
 
     def _drain(self, cancel: _Either) -> bool:
         """Embed batches until nothing is pending, the batch makes no progress, or ``cancel``; True
@@ -178,7 +203,9 @@ class PendingVectors:
         changed: Callable[[], int],
     ) -> None:
         self.indexer = indexer
-        self.thread = BackgroundEmbedder(self._step, on_commit=self._committed, on_idle=self._all_embedded)
+        self.thread = BackgroundEmbedder(
+            self._step, on_commit=self._committed, on_idle=self._all_embedded, on_quiet=self._checkpoint
+        )
         self.idle_listeners: list[Callable[[], None]] = []
         """Called on the embedding thread when it has embedded everything pending (editor diagnostics
         that need vectors, such as near-duplicates, are recomputed then)."""
@@ -231,10 +258,14 @@ class PendingVectors:
         )
 
     def _all_embedded(self) -> None:
-        with self._write_lock:
-            self.indexer.checkpoint()  # (the filled rows leave DuckDB's memory for the file)
         for listener in list(self.idle_listeners):
             listener()
+
+    def _checkpoint(self) -> None:
+        """The writer has been quiet for a while: what DuckDB holds in memory for its last writes goes
+        to the file (rows written since the last checkpoint stay in memory until one)."""
+        with self._write_lock:
+            self.indexer.checkpoint()
 
     def _committed(self, step: StepResult) -> None:
         self._counts = (self._changed(), (step.total - step.pending, step.total))
