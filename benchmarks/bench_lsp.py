@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import process_cpu_s  # noqa: E402
 from benchmarks.peers.mnemo_lsp import drain  # noqa: E402
+from mnemo.memory.background_vectors import QUIET_S  # noqa: E402
 
 
 async def settle(pid: int, quiet_s: float = 2.0, limit_s: float = 600.0) -> float:
@@ -112,7 +113,8 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
         edits.append(1000 * (time.perf_counter() - t))
     rss = rss_mb(pid) if pid else 0.0
     if warm and pid:
-        await settle(pid)
+        # Idle past the writer's quiet delay, after which it checkpoints what it holds for the edits.
+        await settle(pid, quiet_s=QUIET_S + 2.0)
     final_rss = rss_mb(pid, "VmRSS") if pid else 0.0
     await client.shutdown_async(None)
     client.exit(None)
