@@ -149,15 +149,16 @@ def still_pending(con: duckdb.DuckDBPyConnection, at_most: int) -> int:
 
 def fill_vectors(
     con: duckdb.DuckDBPyConnection, dims: int, chunks: Sequence[PendingChunk], vectors: np.ndarray
-) -> int:
-    """Give still-pending ``chunks`` their vectors (inside the caller's transaction); returns how many.
-    Drops the HNSW index first when many are pending, and builds it when none is left.
+) -> tuple[int, bool]:
+    """Give still-pending ``chunks`` their vectors (inside the caller's transaction); returns how many,
+    and whether the index has an HNSW index afterwards. Drops the HNSW index first when many are
+    pending, and builds it when none is left (if the vectors are past what is searched in memory).
 
     A chunk deleted or rewritten since it was read is skipped (its id and key must both still match:
     a rebuilt generation numbers its chunks from 1 again)."""
-    if not chunks:
-        return 0
     indexed = has_vector_index(con)
+    if not chunks:
+        return 0, indexed
     if indexed and still_pending(con, DEFER_INDEX_MIN) >= DEFER_INDEX_MIN:
         con.execute(f"DROP INDEX {HNSW_INDEX}")
         indexed = False
@@ -165,8 +166,8 @@ def fill_vectors(
     with batch_view(con, "batch", columns, ("embedding", VectorColumn(vectors))):
         filled = _fill_from_batch(con, dims) if indexed else _update_from_batch(con, dims)
     if not indexed and not still_pending(con, 1):
-        settle_vector_index(con, dims)
-    return filled
+        indexed = settle_vector_index(con, dims)
+    return filled, indexed
 
 
 def _update_from_batch(con: duckdb.DuckDBPyConnection, dims: int) -> int:

@@ -376,8 +376,8 @@ class ChunkStore(SideTables):
 
     def fill_vectors(self, chunks: Sequence[PendingChunk], vectors: np.ndarray) -> int:
         self._vectors_changed.extend(c.id for c in chunks)
-        filled = pending.fill_vectors(self.con, self.identity.dims, chunks, vectors)
-        self.vector_cache.exact = not pending.has_vector_index(self.con)  # (the last batch may build it)
+        filled, indexed = pending.fill_vectors(self.con, self.identity.dims, chunks, vectors)
+        self.vector_cache.exact = not indexed  # (the last batch may build it; a first one, drop it)
         return filled
 
     def counts(self) -> IndexCounts:

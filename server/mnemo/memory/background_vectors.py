@@ -74,6 +74,8 @@ class BackgroundEmbedder:
         self._cancel: threading.Event | None = None
         self._dirty = False
         """Woken since the last batch started: there may be new pending chunks."""
+        self._unquiet = False
+        """Written to since ``on_quiet`` was last called (a wake or :meth:`touch`)."""
         self._idle = True
 
     @property
@@ -94,7 +96,15 @@ class BackgroundEmbedder:
         """New pending chunks may have been committed (a sync or an edit)."""
         with self._cond:
             self._dirty = True
+            self._unquiet = True
             self._idle = False
+            self._cond.notify_all()
+
+    def touch(self) -> None:
+        """Something was written but nothing left pending (a buffer edit, embedded at once): only
+        ``on_quiet`` is due, once the writes stop."""
+        with self._cond:
+            self._unquiet = True
             self._cond.notify_all()
 
     def busy(self) -> bool:
@@ -123,38 +133,37 @@ class BackgroundEmbedder:
 
     def _run(self) -> None:
         unannounced = False  # vectors filled since the listener last heard it has caught up
-        unquiet = False  # woken since on_quiet was last called
         while not self._closed.is_set():
             if unannounced and not self._dirty and self._on_idle is not None:
                 unannounced = False
                 self._call(self._on_idle)
-            if not self._wait_for_work(quiet_due=unquiet and self._on_quiet is not None):
-                unquiet = False
-                if self._on_quiet is not None:
-                    self._call(self._on_quiet)
+            quiet = self._wait_for_work()
+            if quiet is not None:
+                self._call(quiet)
                 continue
             with self._cond:
                 self._dirty = False
                 cancel = _Either(self._closed, self._cancel)
             if self._closed.is_set():
                 break
-            unquiet = True
             unannounced = self._drain(cancel) or unannounced
         with self._cond:
             self._idle = True
             self._cond.notify_all()
 
-    def _wait_for_work(self, *, quiet_due: bool) -> bool:
-        """Until woken or closed (True); False when ``quiet_due`` and :data:`QUIET_S` passed first."""
+    def _wait_for_work(self) -> Callable[[], None] | None:
+        """Until woken or closed (None), or, after writes, until :data:`QUIET_S` passes with no more:
+        then ``on_quiet``, for the caller to call (once until the next write)."""
         with self._cond:
             while not self._dirty and not self._closed.is_set():
                 self._idle = True
                 self._cond.notify_all()
-                if not quiet_due:
+                if not (self._unquiet and self._on_quiet is not None):
                     self._cond.wait()
                 elif not self._cond.wait(QUIET_S) and not self._dirty and not self._closed.is_set():
-                    return False
-            return True
+                    self._unquiet = False
+                    return self._on_quiet
+            return None
 
     @staticmethod
     def _call(listener: Callable[[], None]) -> None:
@@ -228,6 +237,11 @@ class PendingVectors:
     def wake(self) -> None:
         if self.thread.enabled:
             self.thread.wake()
+
+    def touch(self) -> None:
+        """A write that left nothing pending: the writer checkpoints once writes stop (:data:`QUIET_S`)."""
+        if self.thread.enabled:
+            self.thread.touch()
 
     def busy(self) -> bool:
         return self.thread.busy()

@@ -99,7 +99,7 @@ def apply_edits(
             continue
         if text is not None:
             indexer.index_text(memory_file, text)
-            vectors.wake()  # (its chunks were embedded at once; the thread checkpoints when quiet)
+            vectors.touch()  # (its chunks were embedded at once: nothing to drain, a checkpoint later)
         elif (workspace.root / rel).is_file():
             indexer.sync(vectors="later" if vectors.enabled else "now")
             vectors.wake()

@@ -44,13 +44,16 @@ CJK_CHARS = (
 )
 
 
-def lazy_pattern(module: dict[str, Any], name: str, pattern: str, method: str) -> Callable[..., Any]:
+def lazy_pattern(
+    module: dict[str, Any], name: str, pattern: str | Callable[[], str], method: str
+) -> Callable[..., Any]:
     """A stand-in for ``re.compile(pattern).<method>`` that compiles on its first call and puts the real
-    method in ``module[name]``, the global that callers look up each time. The CJK character class
-    takes ~3 ms to compile; English text never needs it, and a one-shot command pays every compile."""
+    method in ``module[name]``, the global that callers look up each time (``pattern`` may be a function
+    that works it out, then). The CJK character class takes ~3 ms to compile; English text never needs
+    it, and a one-shot command pays every compile."""
 
     def first_call(*args: Any) -> Any:
-        compiled = getattr(re.compile(pattern), method)
+        compiled = getattr(re.compile(pattern if isinstance(pattern, str) else pattern()), method)
         module[name] = compiled
         return compiled(*args)
 
@@ -219,24 +222,24 @@ _ASCII_SEPARATORS = str.maketrans({c: " " for c in map(chr, range(128)) if not (
 
 
 _SEPARATOR_BLOCKS = ((0xA0, 0xA1), (0x2000, 0x2070), (0x3000, 0x3040), (0xFE10, 0xFE70), (0xFF00, 0xFFF0))
-_separators_sub: list[Callable[[str, str], str]] = []
 
 
-def _nfkc_separators() -> Callable[[str, str], str]:
-    """``sub(" ", text)``, replacing by a space each punctuation or space character of the blocks above
-    whose NFKC form is separators only (no letter, digit, mark, hyphen or underscore): ``，`` is ``,``
-    under NFKC, ``\u3000`` a space. Chinese and Japanese text is often not NFKC-normal only because of
-    them, and normalising a whole text costs ~10x more than this; a text still not normal afterwards is
-    normalised. The tokens are the same either way (separators only split)."""
-    if not _separators_sub:
+def _nfkc_separator_class() -> str:
+    """A character class of the punctuation and space characters of the blocks above whose NFKC form is
+    separators only (no letter, digit, mark, hyphen or underscore): ``，`` is ``,`` under NFKC,
+    ``\u3000`` a space. Chinese and Japanese text is often not NFKC-normal only because of them, and
+    normalising a whole text costs ~10x more than spacing them out; a text still not normal afterwards
+    is normalised. The tokens are the same either way (separators only split)."""
 
-        def separator_only(ch: str) -> bool:
-            form = unicodedata.normalize("NFKC", ch)
-            return form != ch and not any(c in "_-" or _word_char(c) for c in form)
+    def separator_only(ch: str) -> bool:
+        form = unicodedata.normalize("NFKC", ch)
+        return form != ch and not any(c in "_-" or _word_char(c) for c in form)
 
-        chars = [chr(cp) for lo, hi in _SEPARATOR_BLOCKS for cp in range(lo, hi) if separator_only(chr(cp))]
-        _separators_sub.append(re.compile("[" + "".join(map(re.escape, chars)) + "]").sub)
-    return _separators_sub[0]
+    chars = [chr(cp) for lo, hi in _SEPARATOR_BLOCKS for cp in range(lo, hi) if separator_only(chr(cp))]
+    return "[" + "".join(map(re.escape, chars)) + "]"
+
+
+_NFKC_SEPARATORS_SUB = lazy_pattern(globals(), "_NFKC_SEPARATORS_SUB", _nfkc_separator_class, "sub")
 
 
 def _word_char(ch: str) -> bool:
@@ -248,7 +251,7 @@ def _pieces(text: str) -> list[str]:
     between separators; otherwise the tokens themselves (so a non-ASCII piece is one token)."""
     if text.isascii():  # ASCII is NFKC already; splitting is many times faster than the regex
         return text.translate(_ASCII_SEPARATORS).split()
-    text = _nfkc_separators()(" ", text)
+    text = _NFKC_SEPARATORS_SUB(" ", text)
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
     tokens: list[str] = _tokens_re(_has_astral(text)).findall(text)
