@@ -49,6 +49,13 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
+def unhurried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests that check *which* server is chosen, not how fast: the thread-served fake endpoint may
+    take longer than 150 ms to answer on a loaded machine (seen once in CI: the bundled model chosen)."""
+    monkeypatch.setattr(auto, "PROBE_TIMEOUT_S", 5.0)
+
+
+@pytest.fixture
 def endpoint() -> Iterator[Endpoint]:
     with chat_endpoint(lambda _messages: ("PostgreSQL [MEMORY.md#L7-L7]", "stop")) as ep:
         yield ep
@@ -63,7 +70,9 @@ def test_auto_is_the_default_and_its_ports_are_settings() -> None:
     assert [p.key for p in problems] == ["agent.repeat_penalty"]
 
 
-def test_auto_picks_a_loopback_server_and_says_so(endpoint: Endpoint, tmp_path: Path) -> None:
+def test_auto_picks_a_loopback_server_and_says_so(
+    endpoint: Endpoint, unhurried: None, tmp_path: Path
+) -> None:
     settings = AgentSettings(auto_ports=[dead_port(), port_of(endpoint.url)])
     provider = build_provider(settings, tmp_path)
     assert isinstance(provider, OpenAIChatProvider)
@@ -80,7 +89,9 @@ def test_auto_picks_a_loopback_server_and_says_so(endpoint: Endpoint, tmp_path: 
     provider.close()
 
 
-def test_a_configured_model_name_wins_over_the_listed_one(endpoint: Endpoint, tmp_path: Path) -> None:
+def test_a_configured_model_name_wins_over_the_listed_one(
+    endpoint: Endpoint, unhurried: None, tmp_path: Path
+) -> None:
     chosen = describe(AgentSettings(auto_ports=[port_of(endpoint.url)], model="qwen2.5:3b"), tmp_path)
     assert chosen.kind == "server" and chosen.model == "qwen2.5:3b"
 
@@ -209,7 +220,7 @@ def test_the_model_process_passes_the_penalties_to_llama_cpp() -> None:
     )
 
 
-def test_lsp_status_says_which_chat_model_answers(endpoint: Endpoint) -> None:
+def test_lsp_status_says_which_chat_model_answers(endpoint: Endpoint, unhurried: None) -> None:
     from mnemo.services import Services  # what the mnemo/status handler calls
 
     settings = SimpleNamespace(agent=AgentSettings(auto_ports=[port_of(endpoint.url)]))

@@ -95,11 +95,13 @@ def probe_ports(settings: AgentSettings) -> list[int]:
     return ports
 
 
-def probe(port: int, timeout_s: float = PROBE_TIMEOUT_S) -> list[str] | None:
-    """Model ids listed by ``http://127.0.0.1:PORT/v1/models``; None when nothing usable answers."""
+def probe(port: int, timeout_s: float | None = None) -> list[str] | None:
+    """Model ids listed by ``http://127.0.0.1:PORT/v1/models``; None when nothing usable answers within
+    ``timeout_s`` (default :data:`PROBE_TIMEOUT_S`)."""
     url = f"http://127.0.0.1:{port}/v1/models"
+    wait = PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False) as client:
+        with httpx.Client(timeout=httpx.Timeout(wait), trust_env=False) as client:
             response = client.get(url)
         if response.status_code != 200:
             return None
