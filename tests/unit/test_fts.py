@@ -234,6 +234,9 @@ def test_rebuild_equals_the_extensions_build(tmp_path: Path, seed: int) -> None:
     rows += [_row(f"r{i}", _random_text(rng)) for i in range(40)]
     store = _fresh(tmp_path / "x.duckdb", rows)
     try:
+        # Stored by term (a search's few terms then sit in few row groups), each term's documents in order.
+        stored = store.con.execute(f"SELECT termid, docid FROM {fts.SCHEMA}.terms").fetchall()
+        assert stored == sorted(stored) and len({t for t, _ in stored}) > 40
         assert _fts_tables(store) == _extension_tables(store)
         for query in ["run", "服务器", "café", "memory search", "general", "𝒜lpha"]:
             terms = " ".join(query_terms(query))
@@ -280,7 +283,14 @@ def test_document_frequencies_count_each_document_once(n_terms: int) -> None:
     want = np.zeros(n_terms, dtype=np.int64)
     for term, _ in set(zip(term_ids.tolist(), doc_ids.tolist(), strict=True)):
         want[term] += 1
-    assert np.array_equal(fts_build._document_frequencies(doc_ids, term_ids, n_terms), want)
+    docs, terms = fts_build._by_term(doc_ids, term_ids, n_terms)
+    assert sorted(zip(terms.tolist(), docs.tolist(), strict=True)) == list(
+        zip(terms.tolist(), docs.tolist(), strict=True)
+    )
+    assert sorted(zip(term_ids.tolist(), doc_ids.tolist(), strict=True)) == list(
+        zip(terms.tolist(), docs.tolist(), strict=True)
+    )
+    assert np.array_equal(fts_build._document_frequencies(docs, terms, n_terms), want)
 
 
 def test_rebuild_without_an_fts_schema_lets_the_extension_build_it(tmp_path: Path) -> None:

@@ -9,10 +9,11 @@ Term ids may be numbered in another order than the extension's; nothing depends 
 
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from mnemo.index.duckdb_native import duckdb
 
 TABLES = ("docs", "dict", "terms", "stats")
 
@@ -22,7 +23,9 @@ def fill(con: duckdb.DuckDBPyConnection, schema: str) -> None:
     got = con.execute("SELECT id, terms FROM chunks").to_arrow_table()
     doc_ids, tokens, vocabulary = _postings(got.column("terms"))
     stem_of, terms = _stems(con, vocabulary)
-    term_ids = stem_of[tokens]
+    # Ordered by term: a search reads a few terms' rows, and DuckDB skips the row groups whose term ids
+    # are out of its range (a one-shot search's BM25 over 2,000 notes: ~20% less time).
+    by_term_docs, by_term_terms = _by_term(doc_ids, stem_of[tokens], len(terms))
     # Arrow tables read by DuckDB's replacement scans below.
     new_docs = pa.table(  # noqa: F841
         {
@@ -35,10 +38,10 @@ def fill(con: duckdb.DuckDBPyConnection, schema: str) -> None:
         {
             "termid": np.arange(len(terms), dtype=np.int64),
             "term": terms,
-            "df": _document_frequencies(doc_ids, term_ids, len(terms)),
+            "df": _document_frequencies(by_term_docs, by_term_terms, len(terms)),
         }
     )
-    new_terms = pa.table({"docid": doc_ids, "termid": term_ids})  # noqa: F841
+    new_terms = pa.table({"docid": by_term_docs, "termid": by_term_terms})  # noqa: F841
     for table in TABLES:
         con.execute(f"DELETE FROM {schema}.{table}")
     con.execute(f"INSERT INTO {schema}.docs (docid, name, len) SELECT * FROM new_docs")
@@ -77,17 +80,21 @@ def _stems(con: duckdb.DuckDBPyConnection, vocabulary: pa.Array) -> tuple[np.nda
     return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary
 
 
-def _document_frequencies(doc_ids: np.ndarray, term_ids: np.ndarray, n_terms: int) -> np.ndarray:
-    """How many documents hold each term: distinct (document, term) pairs counted by term.
+def _by_term(doc_ids: np.ndarray, term_ids: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray]:
+    """The postings ordered by term, then by document: (documents, terms).
 
-    ``doc_ids`` is in order, so a stable sort by term keeps each term's documents in order and a
-    repeated pair is next to its twin. The sort is a stable sort of 16-bit keys (the low half of the term
-    id, then the high half when there are more than 65,536 terms): NumPy sorts those by radix, twice as
-    fast as sorting (document, term) pairs."""
+    ``doc_ids`` is in order, so a stable sort by term keeps each term's documents in order. It is a
+    stable sort of 16-bit keys (the low half of the term id, then the high half when there are more than
+    65,536 terms): NumPy sorts those by radix, twice as fast as sorting (document, term) pairs."""
     order = np.argsort((term_ids & 0xFFFF).astype(np.uint16), kind="stable")
     if n_terms > 0x10000:
         order = order[np.argsort((term_ids[order] >> 16).astype(np.uint16), kind="stable")]
-    terms, docs = term_ids[order], doc_ids[order]
-    first = np.ones(len(order), dtype=bool)
+    return doc_ids[order], term_ids[order]
+
+
+def _document_frequencies(docs: np.ndarray, terms: np.ndarray, n_terms: int) -> np.ndarray:
+    """How many documents hold each term: distinct (document, term) pairs counted by term, from postings
+    ordered by term then document (:func:`_by_term`), where a repeated pair is next to its twin."""
+    first = np.ones(len(terms), dtype=bool)
     first[1:] = (terms[1:] != terms[:-1]) | (docs[1:] != docs[:-1])
     return np.bincount(terms[first], minlength=n_terms).astype(np.int64)
