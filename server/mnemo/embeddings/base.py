@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+
+from mnemo.text.terms import lazy_pattern
 
 if TYPE_CHECKING:  # NumPy is loaded where vectors are computed: a keyword one-shot search never loads it
     import numpy as np
@@ -73,10 +74,13 @@ def default_cache_dir(cache_dir: Path | None = None) -> Path:
     return Path(platformdirs.user_cache_dir("mnemo"))
 
 
-_CJK = re.compile(
+_CJK_CLASS = (
     "[\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]"
 )
+# Compiled on first use (a few ms each; ASCII text never needs them).
+_CJK_FINDALL = lazy_pattern(globals(), "_CJK_FINDALL", _CJK_CLASS, "findall")
+_CJK_SUB = lazy_pattern(globals(), "_CJK_SUB", _CJK_CLASS, "sub")
 
 
 def heuristic_token_count(text: str) -> int:
@@ -85,14 +89,18 @@ def heuristic_token_count(text: str) -> int:
     ``round(words * 1.3)`` where words are whitespace-separated runs, plus one per CJK character
     (those scripts do not separate words with spaces); at least 1.
     """
-    cjk = len(_CJK.findall(text))
-    words = len(_CJK.sub(" ", text).split())
+    if text.isascii():
+        return max(1, round(len(text.split()) * 1.3))
+    cjk = len(_CJK_FINDALL(text))
+    words = len(_CJK_SUB(" ", text).split())
     return max(1, round(words * 1.3) + cjk)
 
 
 def _word_cost(word: str) -> float:
-    cjk = len(_CJK.findall(word))
-    return cjk + sum(max(1.3, len(w) / 4) for w in _CJK.sub(" ", word).split())
+    if word.isascii():
+        return max(1.3, len(word) / 4)
+    cjk = len(_CJK_FINDALL(word))
+    return cjk + sum(max(1.3, len(w) / 4) for w in _CJK_SUB(" ", word).split())
 
 
 def split_words_by_budget(text: str, budget: int) -> list[str]:

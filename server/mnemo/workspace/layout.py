@@ -216,10 +216,15 @@ class Workspace:
 
     def is_ignored(self, rel_path: str, parts: Sequence[str] | None = None) -> bool:
         """Hidden path components, or a match of an ignore pattern on the whole path or any component."""
+        if rel_path.startswith(".") or "/." in rel_path:  # a component may start with a dot: look closer
+            if parts is None:
+                parts = rel_path.split("/")
+            if any(p.startswith(".") and p not in (".", "..") for p in parts):
+                return True
+        if not self.ignore:
+            return False
         if parts is None:
             parts = rel_path.split("/")
-        if any(p.startswith(".") and p not in (".", "..") for p in parts):
-            return True
         match = self._ignore_re.match
         return match(rel_path) is not None or any(match(p) is not None for p in parts)
 
