@@ -240,6 +240,19 @@ def test_lsp_libraries_only_in_lsp_package() -> None:
     assert offenders == {}
 
 
+def test_duckdb_is_imported_through_one_module() -> None:
+    """Every module takes DuckDB from ``mnemo.index.duckdb_native`` (the compiled engine without the
+    ``duckdb`` package's Python layer, ~50 ms of every one-shot command)."""
+    offenders = {}
+    for path in _sources():
+        rel = path.relative_to(PACKAGE)
+        bad = _hits(imports(path), ("duckdb", "_duckdb"))
+        if bad and rel.as_posix() != "index/duckdb_native.py":
+            offenders[str(rel)] = bad
+    assert offenders == {}
+    assert _hits(imports(PACKAGE / "index" / "duckdb_native.py"), ("_duckdb",))  # the one import
+
+
 @pytest.mark.parametrize("unit", core_units())
 def test_core_does_not_import_front_ends_or_the_root(unit: str) -> None:
     offenders = {}

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Protocol
 
-import duckdb
-
 from mnemo.config import Settings
 from mnemo.editor import consolidation, hygiene
 from mnemo.editor.consolidation import FileChange, MemoryLine, Merge
 from mnemo.editor.memory_edits import TextEdit
 from mnemo.errors import MnemoError
+from mnemo.index.duckdb_native import duckdb
 from mnemo.memory.service import MemoryService
 
 if TYPE_CHECKING:  # the chat stack loads only when a model merges

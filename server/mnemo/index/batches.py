@@ -17,8 +17,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
 import numpy as np
+
+from mnemo.index.duckdb_native import duckdb
 
 BULK_ROWS = 256
 """Rows from which a batch goes through Arrow (the NumPy path's string conversion costs more)."""

@@ -12,9 +12,8 @@ from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
-import duckdb
-
 from mnemo.errors import IndexUnavailable
+from mnemo.index.duckdb_native import duckdb
 
 _EXTENSIONS = {"fts": "duckdb_extension_fts", "vss": "duckdb_extension_vss"}
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the rows cross the index-sharing socket: importing them loads no engine
-    import duckdb
     import pyarrow as pa
 
     from mnemo.index.api import IndexReader
+    from mnemo.index.duckdb_native import duckdb
 
 DDL = (
     "CREATE TABLE IF NOT EXISTS feedback(chunk_key VARCHAR, path VARCHAR, start_line INTEGER, "
@@ -131,7 +131,7 @@ def replace_turn(
 
 def recorded_turns(con: duckdb.DuckDBPyConnection, session_id: str) -> set[tuple[int, str]]:
     """(turn, signal) pairs already recorded for a session (implicit signals are recorded once)."""
-    import duckdb
+    from mnemo.index.duckdb_native import duckdb
 
     try:
         rows = con.execute("SELECT DISTINCT turn, signal FROM feedback WHERE session_id = ?", [session_id])
@@ -142,7 +142,7 @@ def recorded_turns(con: duckdb.DuckDBPyConnection, session_id: str) -> set[tuple
 
 def tallies(con: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> dict[str, Tally]:
     """The tally of each of ``keys`` that has feedback (none in an index without the table)."""
-    import duckdb
+    from mnemo.index.duckdb_native import duckdb
 
     if not keys:
         return {}
@@ -183,7 +183,7 @@ def file_tallies(con: duckdb.DuckDBPyConnection, path: str) -> dict[str, Tally]:
 
 
 def saved_table(con: duckdb.DuckDBPyConnection) -> pa.Table | None:
-    import duckdb
+    from mnemo.index.duckdb_native import duckdb
 
     if not isinstance(con, duckdb.DuckDBPyConnection):  # another engine (PostgreSQL) keeps no feedback
         return None

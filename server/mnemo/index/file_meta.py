@@ -15,10 +15,9 @@ from __future__ import annotations
 import re
 from datetime import date
 
-import duckdb
-
 from mnemo.index.api import FileMeta
 from mnemo.index.batches import Columns, batch_view
+from mnemo.index.duckdb_native import duckdb
 from mnemo.markdown.frontmatter import parse_front_matter
 
 __all__ = ["DDL", "FileMeta", "delete", "ensure", "extract", "known", "split_tags", "write", "write_many"]

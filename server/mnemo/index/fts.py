@@ -19,8 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import duckdb
-
+from mnemo.index.duckdb_native import duckdb
 from mnemo.text.stems import porter_stems
 
 SCHEMA = "fts_main_chunks"

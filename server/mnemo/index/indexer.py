@@ -26,13 +26,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-import duckdb
 import numpy as np
 
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
 from mnemo.errors import IndexBusy, SearchCancelled
 from mnemo.index import file_meta, opening, pending, repair
+from mnemo.index.duckdb_native import duckdb
 from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen, embedding_input, write_file
 from mnemo.index.identity import INDEX_FILE
 from mnemo.index.matching import IdentityMatch

@@ -11,10 +11,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import duckdb
-
 from mnemo.index import pending, repair
 from mnemo.index.duck import connect, read_closed
+from mnemo.index.duckdb_native import duckdb
 from mnemo.index.identity import identity_from
 from mnemo.index.store import ChunkStore, IndexIdentity, replace_file
 

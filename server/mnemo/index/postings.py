@@ -17,8 +17,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-import duckdb
 import numpy as np
+
+from mnemo.index.duckdb_native import duckdb
 
 from .fts import K1, SCHEMA, B, QueryWeights, query_weights
 

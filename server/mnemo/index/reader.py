@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import duckdb
+from mnemo.index.duckdb_native import duckdb
 
 if TYPE_CHECKING:  # NumPy is loaded by the reads that return vectors: a keyword one-shot never does
     import numpy as np

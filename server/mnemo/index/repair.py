@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import duckdb
-
 from mnemo.index import fts
 from mnemo.index.duck import connect
+from mnemo.index.duckdb_native import duckdb
 from mnemo.index.feedback import (
     restore as restore_feedback,  # (no global named like a table: DuckDB would scan it)
 )

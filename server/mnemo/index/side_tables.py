@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 
 from mnemo.index import repair
 from mnemo.index.api import IndexIdentity
 from mnemo.index.batches import VectorColumn, batch_view, row_columns
 from mnemo.index.duck import read_closed
+from mnemo.index.duckdb_native import duckdb
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -13,11 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
-
 from mnemo.errors import IndexBusy
 from mnemo.index.api import IndexIdentity
 from mnemo.index.duck import connect
+from mnemo.index.duckdb_native import duckdb
 from mnemo.index.identity import identity_from
 from mnemo.index.reader import DuckReader
 

@@ -21,7 +21,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import duckdb
 import numpy as np
 
 from mnemo.index import file_meta, fts, pending, repair
@@ -37,6 +36,7 @@ from mnemo.index.api import (
 )
 from mnemo.index.batches import Columns, VectorColumn, batch_view, row_columns
 from mnemo.index.duck import connect
+from mnemo.index.duckdb_native import duckdb
 from mnemo.index.identity import identity_meta
 from mnemo.index.postings import PostingsCache
 from mnemo.index.reader import CountsMemo, DuckReader

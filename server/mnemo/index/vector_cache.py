@@ -20,8 +20,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 
-import duckdb
 import numpy as np
+
+from mnemo.index.duckdb_native import duckdb
 
 LIMIT_BYTES = 96 * 1024 * 1024
 """Most memory the cache may take (~65,000 chunks of 384-dim vectors): bigger indexes read from DuckDB."""

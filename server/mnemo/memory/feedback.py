@@ -19,11 +19,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
-
 from mnemo.config import SearchSettings
 from mnemo.index import feedback as table
 from mnemo.index.api import IndexReader
+from mnemo.index.duckdb_native import duckdb
 from mnemo.index.engine import IndexEngine
 from mnemo.memory.limits import cut_query
 from mnemo.memory.turns import (

@@ -9,8 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import duckdb
-
+from mnemo.index.duckdb_native import duckdb
 from mnemo.index.engine import IndexEngine
 from mnemo.index.store import ChunkStore
 from mnemo.memory.retrievals import RetrievalLog

@@ -12,8 +12,7 @@ import logging
 import threading
 from datetime import datetime
 
-import duckdb
-
+from mnemo.index.duckdb_native import duckdb
 from mnemo.index.engine import RetrievalTables
 from mnemo.search.results import SearchOutcome
 

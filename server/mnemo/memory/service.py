@@ -14,11 +14,10 @@ from collections.abc import Callable, Sequence
 from datetime import date
 from typing import TypeVar
 
-import duckdb
-
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
 from mnemo.errors import IndexBusy, MnemoError
+from mnemo.index.duckdb_native import duckdb
 from mnemo.index.engine import IndexEngine
 from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
 from mnemo.memory.background_vectors import FEW_PENDING, PendingVectors, Vectors

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 def harvest(ls: MnemoLanguageServer, session_id: str) -> None:
     """Record what the session's transcript says by itself (a tool call that succeeded, the next message
     going on or correcting); runs on a worker thread after a chat turn, never fails the turn."""
-    import duckdb
+    from mnemo.index.duckdb_native import duckdb
 
     try:
         ls.core.memory.harvest_feedback(session_id)

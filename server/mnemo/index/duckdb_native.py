@@ -1,0 +1,17 @@
+"""DuckDB's compiled engine, imported without the ``duckdb`` package's Python layer around it.
+
+The ``duckdb`` package re-exports the compiled module ``_duckdb`` (shipped in the same wheel, pinned in
+pyproject.toml), then reads its own version through :mod:`importlib.metadata`, which walks every
+installed distribution, and builds DB-API type objects and value classes. mnemo uses none of that layer:
+``connect``, the connection class and the exception classes are ``_duckdb``'s own objects, the very ones
+the package re-exports (``duckdb.Error is _duckdb.Error``), and ``__version__`` is the same string. The
+layer cost ~50 ms of every one-shot ``mnemo search`` (~0.27 s in all), so every module of mnemo imports
+DuckDB from here; tests/unit/test_cli_daemon.py keeps a one-shot search from importing the package, and
+tests/test_architecture.py every other module from importing DuckDB but through here.
+"""
+
+from __future__ import annotations
+
+import _duckdb as duckdb
+
+__all__ = ["duckdb"]
