@@ -58,11 +58,21 @@ def test_a_member_role_works_in_its_namespace_only(tmp_path: Path, rls_dsn: str)
         owner = _indexer(owner_ws, rls_dsn, namespace)
         owner.sync()
         owner.close()
+    feedback = (
+        "INSERT INTO mnemo.feedback(namespace, chunk_key, session_id, turn, useful, signal) "
+        "VALUES (%s, 'k', 's', 1, true, 'explicit')"
+    )
     with psycopg.connect(rls_dsn, autocommit=True) as con:
+        for namespace in ("platform-team", "other-team"):
+            con.execute(feedback, [namespace])
         con.execute(documented_rls_sql())
     alice_dsn = rls_dsn.replace("mnemo@", "alice@")
     with psycopg.connect(alice_dsn) as con:
         assert con.execute("SELECT namespace FROM mnemo.generations").fetchall() == [("platform-team",)]
+        assert con.execute("SELECT DISTINCT namespace FROM mnemo.feedback").fetchall() == [("platform-team",)]
+        con.execute(feedback, ["platform-team"])  # her thumbs on her team's memory
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            con.execute(feedback, ["other-team"])
     mine = _indexer(alice_ws, alice_dsn, "platform-team")
     try:
         report = mine.sync()

@@ -70,22 +70,3 @@ def test_buffers_edits_and_removals_reach_search(team_workspace: Path, namespace
         assert check_pg_consistent(pg_env, namespace) == counts
     finally:
         services.close()
-
-
-def test_feedback_is_a_clear_error_on_postgres(team_workspace: Path, namespace: str, pg_env: str) -> None:
-    """Feedback lives in the DuckDB index only: on the postgres backend it is refused with a message that
-    says so (never a DuckDB error), and search keeps working."""
-    import pytest
-
-    from mnemo.memory.turns import FeedbackError
-
-    services = _services(team_workspace, namespace)
-    try:
-        services.memory.sync()
-        with pytest.raises(FeedbackError, match="postgres backend"):
-            services.memory.feedback._store()
-        with pytest.raises(FeedbackError):
-            services.memory.feedback.harvest("no-such-session")
-        assert _paths(services, "PostgreSQL row-level security")[0] == "MEMORY.md"
-    finally:
-        services.close()

@@ -12,7 +12,6 @@ from datetime import date
 from mnemo.config import SearchSettings
 from mnemo.editor.vcs import BlameLine
 from mnemo.index.api import ChunkStats, IndexReader, LastRetrieval
-from mnemo.memory.feedback import FeedbackBook
 from mnemo.search import ranking
 
 
@@ -85,9 +84,10 @@ class FeedbackStats(ChunkStats):
 
 def file_chunk_stats(reader: IndexReader, path: str) -> list[ChunkStats]:
     """The file's chunks with their retrieval statistics (and feedback, for chunks that have some)."""
-    tallies = FeedbackBook.file_tallies(reader, path)
+    stats = reader.chunk_stats(path)
+    tallies = reader.feedback_tallies([c.key for c in stats])
     out: list[ChunkStats] = []
-    for c in reader.chunk_stats(path):
+    for c in stats:
         t = tallies.get(c.key)
         if t is None:
             out.append(c)

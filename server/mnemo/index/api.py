@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:  # annotations only: a keyword one-shot search never loads NumPy
     import numpy as np
 
+    from mnemo.index.feedback import Tally
+
 from mnemo.workspace.layout import MEMORY_FILES  # the ``memory`` filter kind's files; re-exported
 
 
@@ -251,6 +253,11 @@ class IndexReader(Protocol):
     def chunk_stats(self, path: str) -> list[ChunkStats]:
         """The chunks of ``path`` ordered by start line, each with how often searches returned it and
         the latest such search (joined on the chunk key, so history survives rebuilds)."""
+        ...
+
+    def feedback_tallies(self, keys: Sequence[str]) -> dict[str, Tally]:
+        """How the chat turns that used each of ``keys`` went (:mod:`mnemo.index.feedback`), for the keys
+        that have feedback."""
         ...
 
     def records(self, ids: Sequence[int], *, with_vectors: bool = False) -> dict[int, ChunkRecord]:

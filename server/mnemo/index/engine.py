@@ -5,7 +5,7 @@
 it; :class:`mnemo.memory.service.MemoryService` and its parts type against it, so the composition root
 hands either over without a cast (mypy checks both against it). Reads go through
 :class:`mnemo.index.api.IndexReader`; what an engine's store offers the services beyond reads is
-:class:`RetrievalTables`.
+:class:`HistoryTables`.
 """
 
 from __future__ import annotations
@@ -13,26 +13,47 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from mnemo.index import pending
 from mnemo.index.api import IndexIdentity, IndexReader
+from mnemo.index.feedback import FeedbackRow, RetrievedChunk
 from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen
 from mnemo.workspace.layout import MemoryFile
 
 
-class RetrievalTables(Protocol):
-    """An open index's retrieval statistics (hovers and lenses; history kept across rebuilds)."""
+class HistoryTables(Protocol):
+    """An open index's history, kept across rebuilds: retrieval statistics (hovers and lenses) and
+    feedback on chat turns (:mod:`mnemo.memory.feedback`; rows and tallies in :mod:`mnemo.index.feedback`)."""
 
     @property
     def identity(self) -> IndexIdentity: ...
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """Commit the writes inside on exit (roll back on an exception)."""
+        ...
 
     def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None: ...
 
     def retrieval_table(self) -> Any: ...
 
     def restore_retrievals(self, table: Any) -> None: ...
+
+    def retrieved_between(
+        self, queries: Sequence[str], start: datetime, end: datetime
+    ) -> list[RetrievedChunk]:
+        """Chunks that searches for any of ``queries`` returned in that span, each once, first returned first."""
+        ...
+
+    def replace_feedback(self, session_id: str, turn: int, signal: str, rows: Sequence[FeedbackRow]) -> None:
+        """The rows of one turn's ``signal``, replacing earlier ones (inside :meth:`transaction`)."""
+        ...
+
+    def feedback_turns(self, session_id: str) -> set[tuple[int, str]]:
+        """(turn, signal) pairs already recorded for a session."""
+        ...
 
 
 class IndexEngine(Protocol):
@@ -52,7 +73,7 @@ class IndexEngine(Protocol):
         ...
 
     @property
-    def store(self) -> RetrievalTables | None:
+    def store(self) -> HistoryTables | None:
         """The open index (None: none yet, or closed)."""
         ...
 

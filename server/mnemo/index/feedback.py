@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the rows cross the index-sharing socket: importing them loads no engine
     import pyarrow as pa
 
-    from mnemo.index.api import IndexReader
     from mnemo.index.duckdb_native import duckdb
 
 DDL = (
@@ -161,25 +160,6 @@ def tallies(con: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> dict[str, Ta
     except duckdb.CatalogException:
         return {}
     return {key: Tally(int(up), int(down), float(wup), float(wdown)) for key, up, down, wup, wdown in rows}
-
-
-def reader_tallies(reader: IndexReader, keys: Sequence[str]) -> dict[str, Tally]:
-    """:func:`tallies` through a reader (none from an engine other than DuckDB: it has no feedback table)."""
-    from mnemo.index.reader import DuckReader
-
-    return tallies(reader.con, keys) if isinstance(reader, DuckReader) else {}
-
-
-def reader_file_tallies(reader: IndexReader, path: str) -> dict[str, Tally]:
-    from mnemo.index.reader import DuckReader
-
-    return file_tallies(reader.con, path) if isinstance(reader, DuckReader) else {}
-
-
-def file_tallies(con: duckdb.DuckDBPyConnection, path: str) -> dict[str, Tally]:
-    """The tally of every chunk of ``path`` that has feedback, by chunk key."""
-    keys = [row[0] for row in con.execute("SELECT key FROM chunks WHERE path = ?", [path]).fetchall()]
-    return tallies(con, keys)
 
 
 def saved_table(con: duckdb.DuckDBPyConnection) -> pa.Table | None:

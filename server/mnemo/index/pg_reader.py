@@ -15,7 +15,7 @@ from datetime import date
 import numpy as np
 import psycopg
 
-from mnemo.index import pg_terms, pg_vectors
+from mnemo.index import pg_feedback, pg_terms, pg_vectors
 from mnemo.index.api import (
     MEMORY_FILES,
     ChunkFilter,
@@ -28,6 +28,7 @@ from mnemo.index.api import (
     LastRetrieval,
     VectorHit,
 )
+from mnemo.index.feedback import Tally
 from mnemo.index.pg_schema import SCHEMA, Generation, vector_expression
 
 EXACT_WITHIN = 20_000
@@ -130,6 +131,9 @@ class PgReader:
             )
             for key, start, end, heading, day, count, last in rows
         ]
+
+    def feedback_tallies(self, keys: Sequence[str]) -> dict[str, Tally]:
+        return pg_feedback.tallies(self.con, self.generation.namespace, keys)
 
     # -- chunks by id --------------------------------------------------------------------------------------
     def records(self, ids: Sequence[int], *, with_vectors: bool = False) -> dict[int, ChunkRecord]:

@@ -28,6 +28,8 @@ Tables (``g``: generation id):
 - ``terms(g, term, df)``: document frequencies
 - ``embedding_cache(provider, model, hash, embedding)``: shared by every namespace and machine
 - ``retrievals(namespace, chunk_key, ...)``: search statistics, by namespace (they survive rebuilds)
+- ``feedback(namespace, chunk_key, session_id, turn, signal, useful, ...)``: feedback on chat turns, by
+  namespace too (:mod:`mnemo.index.pg_feedback`)
 """
 
 from __future__ import annotations
@@ -123,6 +125,20 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "WHERE g.id = p.g",
             f"ALTER TABLE {SCHEMA}.postings ALTER COLUMN imp SET NOT NULL",
             f"CREATE INDEX postings_impact ON {SCHEMA}.postings(g, term, imp DESC) INCLUDE (chunk_id, tf, len)",
+        ],
+    ),
+    (
+        3,
+        "feedback on chat turns, by namespace",
+        [
+            f"""CREATE TABLE {SCHEMA}.feedback(
+                namespace text NOT NULL, chunk_key text NOT NULL, path text, start_line integer,
+                end_line integer, session_id text NOT NULL, turn integer NOT NULL, useful boolean NOT NULL,
+                signal text NOT NULL, given_at timestamp, cited boolean)""",
+            f"CREATE INDEX feedback_key ON {SCHEMA}.feedback(namespace, chunk_key)",
+            f"CREATE INDEX feedback_turn ON {SCHEMA}.feedback(namespace, session_id, turn, signal)",
+            # a turn's chunks are found by the queries its searches ran, in its time span
+            f"CREATE INDEX retrievals_query ON {SCHEMA}.retrievals(namespace, query, searched_at)",
         ],
     ),
 ]

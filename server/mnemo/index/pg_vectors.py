@@ -1,5 +1,5 @@
 """GenerationRows: a generation's rows besides files and chunks: the shared embedding cache, pending
-vectors claimed for embedding, counts and retrieval statistics (the base of
+vectors claimed for embedding, counts, retrieval statistics and feedback (the base of
 :class:`mnemo.index.pg_store.PgStore`, which writes files and chunks).
 
 Chunks still waiting for their vector are claimed with session advisory locks (:meth:`pending_batch`)
@@ -10,12 +10,15 @@ threads) never embed the same chunk; a writer that dies releases its claims with
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import psycopg
 
+from mnemo.index import pg_feedback
 from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity, PendingChunk
+from mnemo.index.feedback import FeedbackRow, RetrievedChunk
 from mnemo.index.pg_schema import PENDING_ORDER, SCHEMA, Generation
 
 CLAIM_LOCK = 0x6D6E6D76  # advisory lock class of chunks claimed for embedding
@@ -165,6 +168,18 @@ class GenerationRows:
 
     def restore_retrievals(self, table: object) -> None:
         """See :meth:`retrieval_table`."""
+
+    # -- feedback on chat turns (by namespace, as the statistics) --------------------------------------
+    def retrieved_between(
+        self, queries: Sequence[str], start: datetime, end: datetime
+    ) -> list[RetrievedChunk]:
+        return pg_feedback.retrieved_between(self.con, self.namespace, queries, start, end)
+
+    def replace_feedback(self, session_id: str, turn: int, signal: str, rows: Sequence[FeedbackRow]) -> None:
+        pg_feedback.replace_turn(self.con, self.namespace, session_id, turn, signal, rows)
+
+    def feedback_turns(self, session_id: str) -> set[tuple[int, str]]:
+        return pg_feedback.recorded_turns(self.con, self.namespace, session_id)
 
     def _insert(self, table: str, types: Sequence[tuple[str, str]], columns: Sequence[Sequence[Any]]) -> None:
         """One INSERT of many rows from column arrays (COPY is refused under row-level security)."""

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # NumPy is loaded by the reads that return vectors: a keyword
     from mnemo.index.record_cache import RecordCache
     from mnemo.index.vector_cache import VectorCache
 
-from mnemo.index import fts
+from mnemo.index import feedback, fts
 from mnemo.index.api import (
     MEMORY_FILES,
     ChunkFilter,
@@ -35,6 +35,7 @@ from mnemo.index.api import (
     LastRetrieval,
     VectorHit,
 )
+from mnemo.index.feedback import Tally
 
 _MEMORY = "(" + ", ".join(f"'{name}'" for name in MEMORY_FILES) + ")"
 _KIND_SQL = {
@@ -192,6 +193,9 @@ class DuckReader:
             "SELECT path, problem FROM files WHERE problem IS NOT NULL ORDER BY path"
         ).fetchall()
         return [FileProblem(path, problem) for path, problem in rows]
+
+    def feedback_tallies(self, keys: Sequence[str]) -> dict[str, Tally]:
+        return feedback.tallies(self.con, keys)
 
     def chunk_stats(self, path: str) -> list[ChunkStats]:
         rows = self.con.execute(

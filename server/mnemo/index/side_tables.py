@@ -1,17 +1,18 @@
 """The index file's side tables, kept across rebuilds: the embedding cache (every model's vectors by text
-hash, so a rebuild or a switch back to a model re-embeds nothing) and the retrieval statistics (history
-for hovers and lenses). A mixin of :class:`mnemo.index.store.ChunkStore`, on its connection."""
+hash, so a rebuild or a switch back to a model re-embeds nothing), the retrieval statistics (history
+for hovers and lenses) and the feedback on chat turns. A mixin of :class:`mnemo.index.store.ChunkStore`, on its connection."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mnemo.index import repair
+from mnemo.index import feedback, repair
 from mnemo.index.api import IndexIdentity
 from mnemo.index.batches import VectorColumn, batch_view, row_columns
 from mnemo.index.duck import read_closed
@@ -114,6 +115,20 @@ class SideTables:
         if table.num_rows:
             saved = table  # noqa: F841 - read by DuckDB's replacement scan below
             self.con.execute("INSERT INTO retrievals SELECT * FROM saved")
+
+    # -- feedback on chat turns (mnemo.index.feedback: history too) -------------------------------
+    def retrieved_between(
+        self, queries: Sequence[str], start: datetime, end: datetime
+    ) -> list[feedback.RetrievedChunk]:
+        return feedback.retrieved_between(self.con, queries, start, end)
+
+    def replace_feedback(
+        self, session_id: str, turn: int, signal: str, rows: Sequence[feedback.FeedbackRow]
+    ) -> None:
+        feedback.replace_turn(self.con, session_id, turn, signal, rows)
+
+    def feedback_turns(self, session_id: str) -> set[tuple[int, str]]:
+        return feedback.recorded_turns(self.con, session_id)
 
     @staticmethod
     def read_retrieval_table(path: Path) -> pa.Table | None:

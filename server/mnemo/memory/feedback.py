@@ -2,7 +2,8 @@
 
 A turn's chunks are the ones its searches returned (the ``retrievals`` table: same query, within the
 turn's time span, see :mod:`mnemo.memory.turns`); feedback on the turn is recorded on each of them in
-the index's ``feedback`` table (:mod:`mnemo.index.feedback`), written by the index's single writer.
+the index's ``feedback`` table (:mod:`mnemo.index.feedback`; PostgreSQL's by namespace,
+:mod:`mnemo.index.pg_feedback`), written by the index's single writer.
 
 ``[search] usefulness_weight`` (0 = off, the default: docs/benchmarks.md, "Feedback") turns the tallies
 into a bounded prior: each result's score is multiplied by ``1 + weight x prior`` with the prior in
@@ -17,13 +18,13 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mnemo.config import SearchSettings
 from mnemo.index import feedback as table
 from mnemo.index.api import IndexReader
 from mnemo.index.duckdb_native import duckdb
-from mnemo.index.engine import IndexEngine
+from mnemo.index.engine import HistoryTables, IndexEngine
 from mnemo.memory.limits import cut_query
 from mnemo.memory.turns import (
     FeedbackError,
@@ -111,25 +112,18 @@ class FeedbackBook:
         when = now or datetime.now()
         out: list[FeedbackResult] = []
         with self._write_lock:
-            store = self._store()
-            done = table.recorded_turns(store.con, session_id)
+            done = self._store().feedback_turns(session_id)
             for t in found:
                 for signal, useful in implicit_signals(t):
                     if (t.number, signal) not in done:
                         out.extend(self._write([t], session_id, useful, signal, when))
         return out
 
-    def _store(self) -> Any:
+    def _store(self) -> HistoryTables:
         if self.indexer.store is None:
             self.indexer.open()
         if self.indexer.store is None:
             raise FeedbackError("the index is not built yet; run `mnemo index` first")
-        from mnemo.index.store import ChunkStore
-
-        if not isinstance(self.indexer.store, ChunkStore):
-            raise FeedbackError(
-                "feedback is kept in the workspace's DuckDB index; the postgres backend does not record it yet"
-            )
         return self.indexer.store
 
     def _write(
@@ -138,16 +132,16 @@ class FeedbackBook:
         """Write under the writer lock (held by the caller)."""
         store = self._store()
         out = []
-        with store.transaction() as con:
+        with store.transaction():
             for t in chosen:
                 end = (t.end or when) + TURN_SLACK
                 queries = [cut_query(q, self.settings.max_query_chars)[0] for q in t.queries]
-                chunks = table.retrieved_between(con, queries, t.start - TURN_SLACK, end)
+                chunks = store.retrieved_between(queries, t.start - TURN_SLACK, end)
                 rows = [
                     table.FeedbackRow(c, session_id, t.number, useful, signal, when, _cited(c, t))
                     for c in chunks
                 ]
-                table.replace_turn(con, session_id, t.number, signal, rows)
+                store.replace_feedback(session_id, t.number, signal, rows)
                 out.append(FeedbackResult(session_id, t.number, useful, signal, chunks))
         self._changed()
         return out
@@ -155,7 +149,8 @@ class FeedbackBook:
     # -- reading ------------------------------------------------------------------------------------
     @staticmethod
     def file_tallies(reader: IndexReader, path: str) -> dict[str, table.Tally]:
-        return table.reader_file_tallies(reader, path)
+        """The tally of every chunk of ``path`` that has feedback, by chunk key."""
+        return reader.feedback_tallies([chunk.key for chunk in reader.chunk_stats(path)])
 
     # -- surviving a rebuild ------------------------------------------------------------------------
     def saved(self, full: bool) -> pa.Table | None:
@@ -166,7 +161,7 @@ class FeedbackBook:
         if store is None:
             return table.read_table(self.indexer.path)
         if not isinstance(store, ChunkStore):
-            return None  # another engine keeps no feedback (see _store)
+            return None  # PostgreSQL keeps it by namespace, whatever the generation
         return table.saved_table(store.con) if full else None
 
     def restore(self, saved: pa.Table | None) -> None:

@@ -13,7 +13,7 @@ import threading
 from datetime import datetime
 
 from mnemo.index.duckdb_native import duckdb
-from mnemo.index.engine import RetrievalTables
+from mnemo.index.engine import HistoryTables
 from mnemo.search.results import SearchOutcome
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class RetrievalLog:
         with self._lock:
             return len(self._queue)
 
-    def flush(self, store: RetrievalTables | None) -> None:
+    def flush(self, store: HistoryTables | None) -> None:
         """Write the queued rows (the caller holds the writer lock)."""
         if store is None:
             return

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from mnemo.config import SearchSettings
 from mnemo.index.api import IndexReader
-from mnemo.index.feedback import Tally, reader_tallies
+from mnemo.index.feedback import Tally
 from mnemo.search import ranking, select
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def apply_prior(reader: IndexReader, outcome: SearchOutcome, settings: SearchSet
     if settings.usefulness_weight <= 0 or not outcome.results:
         outcome.results = outcome.results[:k]
         return
-    found = reader_tallies(reader, [hit.key for hit in outcome.results])
+    found = reader.feedback_tallies([hit.key for hit in outcome.results])
     outcome.results = rerank(outcome.results, found, settings, k)
     outcome.weights["usefulness"] = settings.usefulness_weight
 
