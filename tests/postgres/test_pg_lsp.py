@@ -1,6 +1,7 @@
 """``mnemo serve`` end to end with ``[index] backend = "postgres"``: the real server process indexes the
 template workspace into the throwaway cluster and answers hybrid searches (vectors from a loopback
-embeddings endpoint), in English, Chinese and with an unsaved edit."""
+embeddings endpoint), in English, Chinese and with an unsaved edit, and records feedback on a chat turn
+(a scripted loopback chat endpoint) in the namespace."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from tests.fake_chat_endpoint import Endpoint, agent_toml, chat_endpoint
 from tests.lsp.conftest import TEMPLATE, start_client, wait_ready
 from tests.postgres.conftest import team_toml
 from tests.postgres.helpers import embedding_toml, hash_embeddings_endpoint
@@ -81,3 +84,51 @@ async def test_hybrid_search_over_lsp_on_the_shared_index(
     )
     edited = await _search(team_client, "zebracorn 金丝雀")
     assert [r.path for r in edited.results][:1] == ["memory/deploy-runbook.md"]  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def chat() -> Iterator[Endpoint]:
+    with chat_endpoint(lambda messages: ("The billing service uses PostgreSQL.", "stop")) as ep:
+        yield ep
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "mnemo", "serve"]))
+async def team_chat_client(
+    lsp_client: LanguageClient, tmp_path: Path, namespace: str, endpoint: str, chat: Endpoint
+) -> AsyncIterator[LanguageClient]:
+    ws = tmp_path / "ws"
+    shutil.copytree(TEMPLATE, ws)
+    extra = (
+        embedding_toml(endpoint) + "\n[server]\ndebounce_ms = 50\n" + agent_toml(chat.url, grounding="off")
+    )
+    (ws / "mnemo.toml").write_text(team_toml(namespace, extra), encoding="utf-8")
+    lsp_client.ws = ws  # type: ignore[attr-defined]
+    await start_client(lsp_client, ws, "neovim")
+    yield lsp_client
+    await lsp_client.shutdown_session()
+
+
+async def test_feedback_over_lsp_lands_in_the_namespace(
+    team_chat_client: LanguageClient, namespace: str, pg_env: str
+) -> None:
+    """mnemo/chat then mnemo/feedback through the real server on the shared index: the tally is the
+    namespace's (in PostgreSQL, where every teammate's process reads it) and the hover shows it."""
+    ws: Path = team_chat_client.ws  # type: ignore[attr-defined]
+    await wait_ready(team_chat_client)
+    send = team_chat_client.protocol.send_request_async
+    answer = await send("mnemo/chat", {"message": "Which database does the billing service use?"})
+    up = await send("mnemo/feedback", {"sessionId": answer.sessionId, "useful": True})
+    assert (up.turn, up.useful, up.signal) == (1, True, "explicit") and "MEMORY.md" in {
+        c.path for c in up.chunks
+    }
+    with psycopg.connect(pg_env) as con:
+        rows = con.execute(
+            "SELECT DISTINCT path, useful FROM mnemo.feedback WHERE namespace = %s", [namespace]
+        ).fetchall()
+    assert ("MEMORY.md", True) in rows and all(useful for _, useful in rows)
+    decision = "- The billing service uses PostgreSQL (decided 2026-11-02; replaces the earlier MySQL plan)."
+    line = (ws / "MEMORY.md").read_text(encoding="utf-8").splitlines().index(decision)
+    hover = await team_chat_client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier((ws / "MEMORY.md").as_uri()), types.Position(line, 2))
+    )
+    assert hover is not None and "useful 1 / not 0" in str(hover.contents.value)  # type: ignore[union-attr]
