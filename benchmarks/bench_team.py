@@ -18,6 +18,7 @@ hybrid with all-MiniLM-L6-v2 vectors from benchmarks/out/cache when present) and
     python benchmarks/bench_team.py --sizes 100000 --engines postgres,duckdb
     python benchmarks/bench_team.py --sizes 0 --quality ../shared/data/msmarco-5k
 
+``--filters '{"kinds": ["daily"]}'`` passes those search filters with every query (a filtered search).
 ``--clients-as processes`` (or ``both``) also runs the 8 clients as 8 processes, each with its own
 services, as separate editors and gateways do (PostgreSQL only). ``--keep DIR`` keeps the cluster and the
 workspaces in DIR; ``--reuse DIR`` then searches them again without indexing (the 100,000-note build
@@ -30,6 +31,7 @@ takes a quarter of an hour):
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import random
@@ -93,15 +95,17 @@ def _queries(spec: Any, count: int, seed: int = 11) -> list[str]:
     return out[:count]
 
 
-def _latencies(services: Services, queries: list[str], clients: int) -> list[float]:
-    """Seconds per search, ``clients`` threads sharing the queries."""
+def _latencies(
+    services: Services, queries: list[str], clients: int, filters: dict[str, Any] | None = None
+) -> list[float]:
+    """Seconds per search, ``clients`` threads sharing the queries (each with ``filters``, if any)."""
     times: list[float] = []
     lock = threading.Lock()
 
     def run(share: list[str]) -> None:
         for query in share:
             t0 = time.perf_counter()
-            services.memory.search(query, record=False)
+            services.memory.search(query, record=False, filters=filters)
             took = time.perf_counter() - t0
             with lock:
                 times.append(took)
@@ -114,32 +118,36 @@ def _latencies(services: Services, queries: list[str], clients: int) -> list[flo
     return times
 
 
-def _process_client(ws: str, engine: str, share: list[str], go: Any, out: Any) -> None:
+def _process_client(
+    ws: str, engine: str, share: list[str], go: Any, out: Any, filters: dict[str, Any] | None = None
+) -> None:
     """One client process: its own services on the workspace, warmed, then its share of the queries
     once ``go`` is set; puts None when ready, then its latencies."""
     services = _services(Path(ws), engine)
     install_embedder(services, fake_embedder())
     try:
         for query in share[:5]:
-            services.memory.search(query, record=False)
+            services.memory.search(query, record=False, filters=filters)
         out.put(None)
         go.wait()
         times = []
         for query in share:
             t0 = time.perf_counter()
-            services.memory.search(query, record=False)
+            services.memory.search(query, record=False, filters=filters)
             times.append(time.perf_counter() - t0)
         out.put(times)
     finally:
         services.close()
 
 
-def _process_latencies(ws: Path, engine: str, queries: list[str], clients: int) -> list[float]:
+def _process_latencies(
+    ws: Path, engine: str, queries: list[str], clients: int, filters: dict[str, Any] | None = None
+) -> list[float]:
     """Seconds per search, ``clients`` processes (editors, gateways) searching at once."""
     ctx = multiprocessing.get_context("spawn")
     go, out = ctx.Event(), ctx.Queue()
     procs = [
-        ctx.Process(target=_process_client, args=(str(ws), engine, queries[i::clients], go, out))
+        ctx.Process(target=_process_client, args=(str(ws), engine, queries[i::clients], go, out, filters))
         for i in range(clients)
     ]
     for proc in procs:
@@ -173,6 +181,7 @@ def run_size(
     workdir: Path,
     reuse: bool = False,
     clients_as: str = "threads",
+    filters: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     spec = generate(files=files, lang="en", seed=7)
     ws = workdir / f"{engine}-{files}"
@@ -188,13 +197,13 @@ def run_size(
         index_s = time.perf_counter() - t0
         status = services.memory.status()
         queries = _queries(spec, queries_n)
-        _latencies(services, queries[:20], 1)  # warm: caches, connections, plans
-        one = _latencies(services, queries, 1)
-        eight = _latencies(services, queries * 2, 8) if clients_as != "processes" else []
+        _latencies(services, queries[:20], 1, filters)  # warm: caches, connections, plans
+        one = _latencies(services, queries, 1, filters)
+        eight = _latencies(services, queries * 2, 8, filters) if clients_as != "processes" else []
     finally:
         services.close()
     apart = (
-        _process_latencies(ws, engine, queries * 2, 8)
+        _process_latencies(ws, engine, queries * 2, 8, filters)
         if clients_as != "threads" and engine == "postgres"  # DuckDB: one process owns the file
         else []
     )
@@ -211,6 +220,7 @@ def run_size(
         "p50_8p_ms": percentile(apart, 50) * 1000 if apart else None,
         "p95_8p_ms": percentile(apart, 95) * 1000 if apart else None,
         "queries": len(one),
+        "filters": filters,
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }
     if engine == "postgres":
@@ -296,6 +306,9 @@ def report(data: dict[str, Any]) -> str:
         "empty: the database was built earlier by `--keep` and reused.",
         "",
     ]
+    filters = {json.dumps(r["filters"]) for r in data["scale"] if r.get("filters")}
+    if filters:
+        lines += [f"Every search with the filters {', '.join(sorted(filters))}.", ""]
     if data["scale"]:
         rows = [
             [r["engine"], r["notes"], r["chunks"], r["keyword_s"], r["index_s"], r["p50_1_ms"], r["p95_1_ms"],
@@ -350,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--clients-as", choices=["threads", "processes", "both"], default="threads", help="the 8 clients"
     )
+    parser.add_argument(
+        "--filters", type=json.loads, help='search filters for every query, as JSON: \'{"kinds": ["daily"]}\''
+    )
     args = parser.parse_args(argv)
     engines = [e for e in args.engines.split(",") if e]
     sizes = [int(s) for s in args.sizes.split(",") if int(s) > 0]
@@ -363,7 +379,16 @@ def main(argv: list[str] | None = None) -> int:
         for files in sizes:
             for engine in engines:
                 data["scale"].append(
-                    run_size(files, engine, dsn, args.queries, work, args.reuse is not None, args.clients_as)
+                    run_size(
+                        files,
+                        engine,
+                        dsn,
+                        args.queries,
+                        work,
+                        args.reuse is not None,
+                        args.clients_as,
+                        args.filters,
+                    )
                 )
         if args.quality:
             for engine in engines:
