@@ -291,8 +291,8 @@ class IndexReader(Protocol):
         """BM25 of exactly the chunks ``ids`` that contain a query term (best first, no limit)."""
         ...
 
-    def allowed_ids(self, chunk_filter: ChunkFilter) -> list[int]:
-        """The ids of every chunk ``chunk_filter`` lets a search consider."""
+    def allowed_ids(self, chunk_filter: ChunkFilter) -> Sequence[int]:
+        """The ids of every chunk ``chunk_filter`` lets a search consider (for ``within``)."""
         ...
 
 

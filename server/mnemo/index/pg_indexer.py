@@ -31,6 +31,7 @@ from mnemo.index import pending, pg_build, pg_schema
 from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen
 from mnemo.index.matching import IdentityMatch
 from mnemo.index.pg_connect import DSN_ENV, ReaderPool, connect
+from mnemo.index.pg_filters import AllowedMemo
 from mnemo.index.pg_reader import PgReader
 from mnemo.index.pg_store import PgStore
 from mnemo.index.pg_sync import StatCache, cache_path
@@ -91,6 +92,8 @@ class PgIndexer(IdentityMatch):
         self.readers = ReaderPool(dsn)
         self.postings = PostingsMemo()
         """Recently used postings of this process's searches (valid while the generation is unchanged)."""
+        self.allowed = AllowedMemo()
+        """Recently used search filters' chunk ids (valid while the generation is unchanged)."""
         self.swap_lock = threading.RLock()
         self.opened = threading.Event()
 
@@ -150,7 +153,7 @@ class PgIndexer(IdentityMatch):
             if live is not None and store is not None and live.id != store.g:
                 with self.swap_lock:
                     self.store = PgStore(store.con, live)
-            yield None if live is None else PgReader(con, live, self.postings)
+            yield None if live is None else PgReader(con, live, self.postings, self.allowed)
 
     def close(self) -> None:
         with self.swap_lock:

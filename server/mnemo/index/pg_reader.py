@@ -4,7 +4,8 @@ Handed out by :meth:`mnemo.index.pg_indexer.PgIndexer.reading` on a pooled conne
 REPEATABLE READ, READ ONLY transaction: every question sees the same committed state, and readers never
 wait for writers. Nearest neighbours use the generation's HNSW index (pgvector, cosine) with iterative
 index scans, so a query with a filter still finds ``limit`` rows; a search restricted to a list of
-chunk ids (``within``) is exact, as in the DuckDB engine.
+chunk ids (``within``) is exact, as in the DuckDB engine, unless the list is a filter's many ids
+(:mod:`mnemo.index.pg_filters`), which the HNSW scan filters itself.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from datetime import date
 import numpy as np
 import psycopg
 
-from mnemo.index import pg_feedback, pg_terms, pg_vectors
+from mnemo.index import pg_feedback, pg_filters, pg_terms, pg_vectors
 from mnemo.index.api import (
-    MEMORY_FILES,
     ChunkFilter,
     ChunkRecord,
     ChunkStats,
@@ -29,44 +29,17 @@ from mnemo.index.api import (
     VectorHit,
 )
 from mnemo.index.feedback import Tally
+from mnemo.index.pg_filters import AllowedMemo, FilteredIds, uses_file_meta
 from mnemo.index.pg_schema import SCHEMA, Generation, vector_expression
 
 EXACT_WITHIN = 20_000
 """A ``within`` list up to this long is searched exactly (by id); a longer one through the HNSW index."""
+EXACT_FILTERED, FILTERED_SHARE = 1_000, 0.02
+"""A filter's ids (:class:`mnemo.index.pg_filters.FilteredIds`) up to this many, or under this share of
+the chunks, are searched exactly by id; more are found by the HNSW scan with the filter's condition (an
+iterative scan reads about ``limit / share`` neighbours to find ``limit`` that pass)."""
 HNSW_EF_SEARCH = 100
 _RECORD = "id, key, path, source, kind, day, start_line, end_line, heading, text"
-_KIND_SQL = {
-    "memory": "c.path = ANY(%(memory_files)s)",
-    "topic": "(c.kind = 'evergreen' AND NOT c.path = ANY(%(memory_files)s))",
-    "evergreen": "c.kind = 'evergreen'",
-    "daily": "c.kind = 'daily'",
-    "snapshot": "c.kind = 'snapshot'",
-    "skill": "c.kind = 'skill'",
-    "session": "c.kind = 'session'",
-    "archive": "c.kind = 'archive'",
-}
-
-
-def filter_condition(f: ChunkFilter) -> tuple[str, dict[str, object]]:
-    """The SQL condition of a search filter over ``chunks c LEFT JOIN file_meta m``, and its parameters."""
-    parts: list[str] = []
-    params: dict[str, object] = {"memory_files": list(MEMORY_FILES)}
-    if f.kinds:
-        parts.append("(" + " OR ".join(_KIND_SQL[k] for k in f.kinds) + ")")
-    if f.tags:
-        parts.append("coalesce(m.tags, '{}') @> %(tags)s::text[]")
-        params["tags"] = list(f.tags)
-    for name, value in (("project", f.project), ("type", f.type)):
-        if value is not None:
-            parts.append(f"lower(m.{name}) = lower(%({name})s)")
-            params[name] = value
-    if f.since is not None:
-        parts.append("coalesce(c.day, m.day) >= %(since)s")
-        params["since"] = f.since
-    if f.until is not None:
-        parts.append("coalesce(c.day, m.day) <= %(until)s")
-        params["until"] = f.until
-    return " AND ".join(parts) or "true", params
 
 
 def _record(row: tuple[object, ...], vector: object = None) -> ChunkRecord:
@@ -82,13 +55,19 @@ class PgReader:
     """Reads of one generation through ``con`` (inside a snapshot transaction)."""
 
     def __init__(
-        self, con: psycopg.Connection, generation: Generation, memo: pg_terms.PostingsMemo | None = None
+        self,
+        con: psycopg.Connection,
+        generation: Generation,
+        memo: pg_terms.PostingsMemo | None = None,
+        allowed: AllowedMemo | None = None,
     ) -> None:
         self.con = con
         self.generation = generation
         self.g = generation.id
         self._memo = memo
         """The process's recently used postings (:class:`mnemo.index.pg_terms.PostingsMemo`)."""
+        self._allowed = allowed
+        """The process's recently used filters' ids (:class:`mnemo.index.pg_filters.AllowedMemo`)."""
         self._hnsw_set = False
         self._weights: dict[tuple[str, ...], pg_terms.QueryWeights | None] = {}
         """Query statistics already read in this snapshot (a search asks twice: top-k, then by id)."""
@@ -176,11 +155,17 @@ class PgReader:
         if not self._with_vectors or (within is not None and not within):
             return []
         query = np.asarray(vector, dtype=np.float32)
-        if within is not None and len(within) <= EXACT_WITHIN:
+        filtered = (
+            isinstance(within, FilteredIds)
+            and len(within) > EXACT_FILTERED
+            and within.share >= FILTERED_SHARE
+        )
+        if within is not None and not filtered and len(within) <= EXACT_WITHIN:
+            ids = within.tolist() if isinstance(within, FilteredIds) else list(within)
             rows = self.con.execute(  # exact: the ids' rows by primary key, no index on the distance
                 f"SELECT id, embedding <=> %s AS d FROM {SCHEMA}.chunks WHERE g = %s AND id = ANY(%s) "
                 "AND embedding IS NOT NULL ORDER BY d, id LIMIT %s",
-                [query, self.g, list(within), int(limit)],
+                [query, self.g, ids, int(limit)],
             ).fetchall()
             return [VectorHit(int(cid), float(d)) for cid, d in rows]
         expr = vector_expression(self.generation.dims)
@@ -191,14 +176,21 @@ class PgReader:
                 [str(max(HNSW_EF_SEARCH, int(limit)))],
             )
             self._hnsw_set = True
-        where = "AND id = ANY(%(within)s)" if within is not None else ""
+        params: dict[str, object] = {"q": query, "limit": int(limit)}
+        join, where = "", ""
+        if isinstance(within, FilteredIds) and filtered:  # the filter itself, inside the scan
+            where, params = f"AND {within.condition}", {**within.params, **params}
+            if uses_file_meta(within.condition):
+                join = f"LEFT JOIN {SCHEMA}.file_meta m ON m.g = c.g AND m.path = c.path"
+        elif within is not None:
+            where, params["within"] = "AND c.id = ANY(%(within)s)", list(within)
         # The generation inlined: its partial HNSW index must match at planning. No "embedding IS NOT
         # NULL" here: statistics taken while vectors were pending would steer the planner off the index
         # (the index holds no NULL; without it, pending chunks sort last and are dropped below).
         rows = self.con.execute(
-            f"SELECT id, d FROM (SELECT id, {expr} <=> %(q)s::vector AS d FROM {SCHEMA}.chunks "
-            f"WHERE g = {int(self.g)} {where} ORDER BY d LIMIT %(limit)s) x ORDER BY d, id",
-            {"q": query, "within": list(within or ()), "limit": int(limit)},
+            f"SELECT id, d FROM (SELECT c.id, {expr} <=> %(q)s::vector AS d FROM {SCHEMA}.chunks c {join} "
+            f"WHERE c.g = {int(self.g)} {where} ORDER BY d LIMIT %(limit)s) x ORDER BY d, id",
+            params,
         ).fetchall()
         return [VectorHit(int(cid), float(d)) for cid, d in rows if d is not None]
 
@@ -215,11 +207,5 @@ class PgReader:
             self.con, self.g, terms, limit=len(ids), only_ids=ids, memo=self._memo, known=self._weights
         )
 
-    def allowed_ids(self, chunk_filter: ChunkFilter) -> list[int]:
-        condition, params = filter_condition(chunk_filter)
-        params["g"] = self.g
-        sql = (
-            f"SELECT c.id FROM {SCHEMA}.chunks c LEFT JOIN {SCHEMA}.file_meta m ON m.g = c.g AND m.path = c.path "
-            f"WHERE c.g = %(g)s AND {condition}"
-        )
-        return [int(row[0]) for row in self.con.execute(sql, params).fetchall()]
+    def allowed_ids(self, chunk_filter: ChunkFilter) -> FilteredIds:
+        return pg_filters.allowed_ids(self.con, self.g, chunk_filter, self._allowed)

@@ -223,12 +223,19 @@ class PgStore(GenerationRows):
         )
 
     def write_meta(self, path: str, meta: FileMeta) -> None:
-        self.con.execute(
-            f"INSERT INTO {SCHEMA}.file_meta(g, path, tags, project, type, day) VALUES (%s, %s, %s, %s, %s, %s) "
+        """Upsert a file's front matter; a change moves the generation's version on (front matter is not
+        chunked: an edit of it alone changes no posting, but it changes what a filter allows, and
+        processes keep filters' ids by version, :mod:`mnemo.index.pg_filters`)."""
+        changed = self.con.execute(
+            f"INSERT INTO {SCHEMA}.file_meta AS f(g, path, tags, project, type, day) "
+            "VALUES (%s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (g, path) DO UPDATE SET tags = EXCLUDED.tags, project = EXCLUDED.project, "
-            "type = EXCLUDED.type, day = EXCLUDED.day",
+            "type = EXCLUDED.type, day = EXCLUDED.day WHERE (f.tags, f.project, f.type, f.day) "
+            "IS DISTINCT FROM (EXCLUDED.tags, EXCLUDED.project, EXCLUDED.type, EXCLUDED.day)",
             [self.g, path, list(meta.tags), meta.project, meta.type, meta.day],
-        )
+        ).rowcount
+        if changed:
+            self.con.execute(f"UPDATE {SCHEMA}.generations SET version = version + 1 WHERE id = %s", [self.g])
 
     def meta_paths(self) -> set[str]:
         rows = self.con.execute(f"SELECT path FROM {SCHEMA}.file_meta WHERE g = %s", [self.g]).fetchall()

@@ -166,7 +166,7 @@ def best_first(
     """Positions in ``unique`` (chunk ids, ascending) to return, best score first: every chunk of
     ``only_ids`` when given, else the ``limit`` best (ties keep id order)."""
     if only_ids is not None:
-        keep = np.flatnonzero(np.isin(unique, np.asarray(list(only_ids), np.int64)))
+        keep = np.flatnonzero(np.isin(unique, np.asarray(only_ids, np.int64)))
         return keep[np.argsort(-scores[keep], kind="stable")]
     k = min(int(limit), len(unique))
     top = np.argpartition(-scores, k - 1)[:k] if k < len(unique) else np.arange(len(unique))

@@ -132,7 +132,7 @@ class HybridSearcher:
         if not query.strip():
             outcome.notes.append("empty query")
             return outcome
-        allowed: list[int] | None = None
+        allowed: Sequence[int] | None = None
         if filters is not None and not filters.empty:
             allowed = reader.allowed_ids(filters)
             if not allowed:
@@ -162,7 +162,7 @@ class HybridSearcher:
 
     @staticmethod
     def _candidates(
-        reader: IndexReader, query: str, qvec: np.ndarray | None, n: int, allowed: list[int] | None
+        reader: IndexReader, query: str, qvec: np.ndarray | None, n: int, allowed: Sequence[int] | None
     ) -> dict[int, _Candidate]:
         """Vector and BM25 candidates (``n`` of each) with both scores and their chunks; ``qvec`` None:
         keyword only."""

@@ -1,0 +1,145 @@
+"""Filtered searches on the PostgreSQL engine (mnemo.index.pg_filters): a filter's ids are kept per
+process until the generation changes (a front-matter edit included), and a nearest-neighbour search over
+many of them filters inside the HNSW scan, finding what the exact search by id finds."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mnemo.config import ChunkingSettings, IndexSettings
+from mnemo.index import pg_reader, pg_schema
+from mnemo.index.pg_filters import FilteredIds
+from mnemo.index.pg_indexer import PgIndexer
+from mnemo.search.filters import SearchFilters
+from mnemo.services import build_services
+from mnemo.workspace.layout import Workspace
+from tests.conftest import HashEmbedder, write_files
+
+WORDS = [
+    "deploy",
+    "billing",
+    "cache",
+    "staging",
+    "invoice",
+    "garden",
+    "kernel",
+    "rollout",
+    "ledger",
+    "quota",
+    "broker",
+    "shard",
+    "replica",
+]
+
+
+def _notes(count: int) -> dict[str, str | bytes]:
+    rng = random.Random(5)
+    files: dict[str, str | bytes] = {}
+    first = date(2026, 1, 1)
+    for i in range(count):
+        words = " ".join(rng.choice(WORDS) for _ in range(30))
+        if i % 3:
+            files[f"memory/{first + timedelta(days=i):%Y-%m-%d}.md"] = f"# Day {i}\n\n{words}\n"
+        else:
+            files[f"memory/topic-{i}.md"] = (
+                f"---\ndate: 2025-06-{1 + i % 28:02d}\n---\n# Topic {i}\n\n{words}\n"
+            )
+    return files
+
+
+@pytest.fixture
+def indexer(tmp_path: Path, pg_dsn: str, namespace: str) -> Iterator[PgIndexer]:
+    write_files(tmp_path, _notes(150))
+    built = PgIndexer(
+        Workspace(tmp_path, ignore=[".mnemo"]),
+        HashEmbedder(dims=16, model=f"hash@{namespace}"),
+        IndexSettings(),
+        ChunkingSettings(),
+        dsn=pg_dsn,
+        namespace=namespace,
+    )
+    try:
+        built.sync()
+        yield built
+    finally:
+        built.close()
+
+
+@pytest.mark.parametrize(
+    "chunk_filter",
+    [
+        SearchFilters(kinds=("daily",)),
+        SearchFilters(since=date(2026, 2, 1)),
+        SearchFilters(kinds=("evergreen",)),
+    ],
+    ids=["kinds", "since (front matter joined)", "front matter dates"],
+)
+def test_many_filtered_ids_are_searched_by_the_hnsw_scan_with_the_filter(
+    indexer: PgIndexer, chunk_filter: SearchFilters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pg_reader, "EXACT_FILTERED", 10)  # this workspace's few ids count as many
+    store = indexer.store
+    assert store is not None and pg_schema.has_vector_index(store.con, store.g)
+    query = np.asarray(indexer.embedder.embed(["deploy billing ledger rollout"])[0], dtype=np.float32)
+    with indexer.reading() as reader:
+        assert reader is not None
+        allowed = reader.allowed_ids(chunk_filter)
+        assert isinstance(allowed, FilteredIds) and 10 < len(allowed) < reader.counts().chunks
+        scanned = reader.nearest(query, 10, within=allowed)
+        exact = reader.nearest(query, 10, within=allowed.tolist())  # a plain list: by id
+    assert {h.chunk_id for h in scanned} <= set(allowed.tolist())
+    assert len(scanned) == 10
+    distances = [round(h.distance, 6) for h in exact]
+    assert [round(h.distance, 6) for h in scanned] == distances  # the same neighbours (ties aside)
+
+
+def test_a_filters_ids_are_read_once_until_the_generation_changes(indexer: PgIndexer) -> None:
+    daily = SearchFilters(kinds=("daily",))
+    with indexer.reading() as reader:
+        assert reader is not None
+        first = reader.allowed_ids(daily)
+    with indexer.reading() as reader:  # another snapshot, another search: the same array
+        assert reader is not None
+        again = reader.allowed_ids(daily)
+        other = reader.allowed_ids(SearchFilters(kinds=("evergreen",)))
+    assert (
+        isinstance(first, FilteredIds) and isinstance(again, FilteredIds) and isinstance(other, FilteredIds)
+    )
+    assert again.ids is first.ids and not set(other.tolist()) & set(first.tolist())
+    root = indexer.workspace.root
+    (root / "memory" / "2027-01-01.md").write_text("# New day\n\nThe quota broker moved.\n", encoding="utf-8")
+    indexer.sync()
+    with indexer.reading() as reader:
+        assert reader is not None
+        after = reader.allowed_ids(daily)
+    assert isinstance(after, FilteredIds) and after.ids is not first.ids and len(after) == len(first) + 1
+
+
+def test_a_front_matter_edit_alone_changes_what_a_filter_allows(team_workspace: Path) -> None:
+    """Front matter is not chunked: changing only the tags changes no posting, yet a tag filter must
+    follow at once (the processes' kept ids are dropped when the front matter changes)."""
+    note = team_workspace / "memory" / "tagged.md"
+    note.write_text("---\ntags: [alpha]\n---\n# Tagged\n\nThe zebracorn ledger.\n", encoding="utf-8")
+    services = build_services(team_workspace, provider="none")
+    try:
+        memory = services.memory
+        memory.sync()
+
+        def tagged(tag: str) -> list[str]:
+            return [
+                h.path
+                for h in memory.search("zebracorn ledger", record=False, filters={"tags": [tag]}).results
+            ]
+
+        assert tagged("alpha") == ["memory/tagged.md"] and tagged("beta") == []
+        note.write_text("---\ntags: [beta]\n---\n# Tagged\n\nThe zebracorn ledger.\n", encoding="utf-8")
+        memory.sync()
+        assert tagged("alpha") == [] and tagged("beta") == ["memory/tagged.md"]
+    finally:
+        services.close()
