@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from mnemo.index import fts, fts_build
+from mnemo.index.duck import extension_path
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.search.ranking import text_score
 from mnemo.text.terms import query_terms, terms_string
@@ -195,11 +196,23 @@ def test_or_semantics(corpus: ChunkStore) -> None:
     assert {"both", "rare"} <= scores.keys()
 
 
+EXTENSION_BUILD = (
+    "PRAGMA create_fts_index('chunks', 'id', 'terms', stemmer = 'porter', stopwords = 'none', "
+    "ignore = '\\s+', strip_accents = 0, lower = 0, overwrite = 1)"
+)
+"""The extension's own build of the tables mnemo makes and fills itself (mnemo never loads it)."""
+
+
+def _extension_build(store: ChunkStore) -> None:
+    store.con.execute(f"LOAD '{extension_path('fts')}'")
+    store.con.execute(EXTENSION_BUILD)
+
+
 def _extension_tables(store: ChunkStore) -> dict[str, object]:
     """:func:`_fts_tables` of ``store`` after the extension's own ``create_fts_index`` (then undone)."""
     store.con.execute("BEGIN TRANSACTION")
     try:
-        store.con.execute(fts._CREATE)
+        _extension_build(store)
         return _fts_tables(store)
     finally:
         store.con.execute("ROLLBACK")
@@ -239,11 +252,11 @@ def test_rebuild_equals_the_extensions_build(tmp_path: Path, seed: int) -> None:
         assert stored == sorted(stored) and len({t for t, _ in stored}) > 40
         assert _fts_tables(store) == _extension_tables(store)
         for query in ["run", "服务器", "café", "memory search", "general", "𝒜lpha"]:
-            terms = " ".join(query_terms(query))
-            ours = _bm25_by_key(store, terms)
+            ours = _scores(store, query_terms(query))
             store.con.execute("BEGIN TRANSACTION")
-            store.con.execute(fts._CREATE)
-            theirs = _bm25_by_key(store, terms)
+            _extension_build(store)
+            theirs = _scores(store, query_terms(query))  # the same scoring over the extension's tables
+            assert _bm25_by_key(store, " ".join(query_terms(query))).keys() == theirs.keys()  # its own too
             store.con.execute("ROLLBACK")
             assert ours and ours.keys() == theirs.keys(), query
             for key, score in theirs.items():
@@ -293,7 +306,21 @@ def test_document_frequencies_count_each_document_once(n_terms: int) -> None:
     assert np.array_equal(fts_build._document_frequencies(docs, terms, n_terms), want)
 
 
-def test_rebuild_without_an_fts_schema_lets_the_extension_build_it(tmp_path: Path) -> None:
+def test_the_writer_never_loads_the_extension(tmp_path: Path) -> None:
+    store = _fresh(tmp_path / "x.duckdb", [_row("a", "alpha beta"), _row("b", "running runs")])
+    try:
+        with store.transaction():
+            store.insert_chunks([_row("c", "running gamma")], None, live=True)
+        loaded = store.con.execute(
+            "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'fts'"
+        ).fetchall()
+        assert loaded in ([], [(False,)])
+        assert set(_scores(store, ["run"])) == {"b", "c"}
+    finally:
+        store.con.close()
+
+
+def test_rebuild_without_an_fts_schema_makes_it_again(tmp_path: Path) -> None:
     store = _fresh(tmp_path / "x.duckdb", [_row("a", "alpha beta"), _row("b", "running runs")])
     try:
         want = _fts_tables(store)

@@ -20,7 +20,7 @@ ODD_TERMS = [
 
 
 def duckdb_stems(terms: list[str]) -> dict[str, str]:
-    con = connect(":memory:", vss=False)
+    con = connect(":memory:", vss=False, fts=True)
     try:
         rows = con.execute("SELECT t, stem(t, 'porter') FROM unnest(?::VARCHAR[]) u(t)", [terms]).fetchall()
     finally:

@@ -64,15 +64,16 @@ def extension_path(name: str) -> Path:
 
 
 def connect(
-    path: Path | str, *, read_only: bool = False, vss: bool = True, fts: bool = True, threads: int = 2
+    path: Path | str, *, read_only: bool = False, vss: bool = True, fts: bool = False, threads: int = 2
 ) -> duckdb.DuckDBPyConnection:
     """Open a database with fts and vss loaded offline; autoinstall is off so nothing is fetched.
 
     ``vss=False`` leaves an HNSW index unbound (never loaded): how a damaged one is read around
     (see :mod:`mnemo.index.repair`). ``threads=1`` for bulk writes: a second DuckDB thread spends more
     CPU time than it saves on inserts of a few thousand rows (a full build used 1.3x the CPU with two).
-    ``fts=False`` for a reader: it reads the fts tables and stems queries in Python (loading the
-    extension, mostly checking its signature, costs ~45 ms of CPU)."""
+    ``fts=True`` loads the fts extension, which mnemo itself never needs (:mod:`mnemo.index.fts`: it
+    makes and fills the extension's tables and stems in Python; loading the extension, mostly checking
+    its signature, costs ~40 ms of CPU): tests compare with the extension's own build through it."""
     con = duckdb.connect(
         str(path),
         read_only=read_only,

@@ -1,16 +1,21 @@
-"""BM25 over DuckDB's fts extension tables, kept current incrementally.
+"""BM25 over the tables of DuckDB's fts extension, kept current incrementally.
 
-The index is the extension's ``fts_main_chunks.{dict,docs,terms,stats}`` over the pre-tokenised
-``chunks.terms`` column (words plus CJK bigrams, see :mod:`mnemo.text.terms`; whitespace is the only
-separator, so nothing non-ASCII is dropped). ``PRAGMA create_fts_index`` makes the schema, on the empty
-table. The extension cannot update its index, builds it slowly and its per-row ``match_bm25`` macro is
-slow, so mnemo:
+The index is the extension's ``fts_main_chunks.{dict,docs,terms,stats}`` (with its ``fields`` and
+``stopwords``) over the pre-tokenised ``chunks.terms`` column (words plus CJK bigrams, see
+:mod:`mnemo.text.terms`; whitespace is the only separator, so nothing non-ASCII is dropped). The
+extension cannot update its index, builds it slowly and its per-row ``match_bm25`` macro is slow, so
+mnemo:
 
-- fills those tables itself after a bulk load (:func:`rebuild`), and adds and removes documents in
-  them, with the extension's own ``stem`` function (tests check the result equals a fresh
-  ``create_fts_index``);
+- creates those tables itself, with the extension's names and columns (:func:`create_empty`), fills
+  them after a bulk load (:func:`rebuild`), and adds and removes documents in them, with Porter stems
+  from :mod:`mnemo.text.stems` (the same libstemmer algorithm as the extension's ``stem``; tests check
+  the tables equal a fresh ``create_fts_index``). No process loads the extension: loading it, mostly
+  checking its signature, cost ~40 ms of every writer's start;
 - scores a query set-wise with the extension's BM25 formula (k1 = 1.2, b = 0.75), OR over terms,
   returning the IDF mass of the query terms each chunk covers as well.
+
+An index made by an earlier mnemo also holds the extension's macros (``match_bm25``, ``tokenize``);
+nothing calls them.
 """
 
 from __future__ import annotations
@@ -26,20 +31,31 @@ SCHEMA = "fts_main_chunks"
 K1 = 1.2
 B = 0.75
 
-_CREATE = (
-    "PRAGMA create_fts_index('chunks', 'id', 'terms', stemmer = 'porter', stopwords = 'none', "
-    "ignore = '\\s+', strip_accents = 0, lower = 0, overwrite = 1)"
+_TABLES = (
+    "docs(docid BIGINT, name BIGINT, len BIGINT)",
+    "dict(termid BIGINT, term VARCHAR, df BIGINT)",
+    "terms(docid BIGINT, fieldid BIGINT, termid BIGINT)",
+    "stats(num_docs BIGINT, avgdl DOUBLE)",
+    "fields(fieldid BIGINT, field VARCHAR)",
+    "stopwords(sw VARCHAR)",
 )
+"""The tables ``PRAGMA create_fts_index('chunks', 'id', 'terms', ...)`` makes, as it makes them."""
 
 
 def create_empty(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(_CREATE)
+    """The fts schema with empty tables (a previous one dropped), as the extension makes it for no rows."""
+    con.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+    con.execute(f"CREATE SCHEMA {SCHEMA}")
+    for table in _TABLES:
+        con.execute(f"CREATE TABLE {SCHEMA}.{table}")
+    con.execute(f"INSERT INTO {SCHEMA}.fields VALUES (0, 'terms')")
+    con.execute(f"INSERT INTO {SCHEMA}.stats VALUES (0, NULL)")
 
 
 def rebuild(con: duckdb.DuckDBPyConnection) -> None:
     """Fill the fts tables from ``chunks.terms`` from scratch (after a bulk load; a repair), equal to
-    what ``create_fts_index`` builds, in a sixth of its CPU time (:mod:`mnemo.index.fts_build`). The
-    schema and its macros come from :func:`create_empty` (the extension's own, on the empty table)."""
+    what ``create_fts_index`` builds, in a sixth of its CPU time (:mod:`mnemo.index.fts_build`); a
+    missing or partial schema is made again first (:func:`create_empty`)."""
     from mnemo.index import fts_build  # NumPy and Arrow: loaded by a build only, not by every read
 
     present = con.execute(
@@ -47,8 +63,7 @@ def rebuild(con: duckdb.DuckDBPyConnection) -> None:
         [SCHEMA, list(fts_build.TABLES)],
     ).fetchone()
     if not present or present[0] != len(fts_build.TABLES):
-        con.execute(_CREATE)  # no fts schema at all: the extension builds it (slowly)
-        return
+        create_empty(con)
     fts_build.fill(con, SCHEMA)
 
 
@@ -64,13 +79,20 @@ def add_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
     if not ids:
         return
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE fts_new_tokens AS "
-        "SELECT name, stem(tok, 'porter') AS term FROM ("
+        "CREATE OR REPLACE TEMP TABLE fts_new_raw AS SELECT name, tok FROM ("
         "  SELECT id AS name, unnest(string_split_regex(terms, '\\s+')) AS tok FROM chunks "
         "  WHERE id IN (SELECT unnest(?::BIGINT[]))"
         ") WHERE tok <> ''",
         [list(ids)],
     )
+    tokens = [row[0] for row in con.execute("SELECT DISTINCT tok FROM fts_new_raw").fetchall()]
+    stem_of = porter_stems(tokens)  # each distinct token stemmed once, in Python
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE fts_new_tokens AS SELECT r.name, s.term FROM fts_new_raw r "
+        "JOIN (SELECT unnest(?::VARCHAR[]) AS tok, unnest(?::VARCHAR[]) AS term) s ON s.tok = r.tok",
+        [tokens, [stem_of[t] for t in tokens]],
+    )
+    con.execute("DROP TABLE fts_new_raw")
     con.execute(
         f"INSERT INTO {SCHEMA}.docs "
         f"SELECT (SELECT coalesce(max(docid), -1) FROM {SCHEMA}.docs) + row_number() OVER (ORDER BY c.id), "

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mnemo.index.duckdb_native import duckdb
+from mnemo.text.stems import porter_stem_list
 
 TABLES = ("docs", "dict", "terms", "stats")
 
@@ -22,7 +23,7 @@ def fill(con: duckdb.DuckDBPyConnection, schema: str) -> None:
     """Replace the rows of the fts tables in ``schema`` with those of ``chunks.terms``."""
     got = con.execute("SELECT id, terms FROM chunks").to_arrow_table()
     doc_ids, tokens, vocabulary = _postings(got.column("terms"))
-    stem_of, terms = _stems(con, vocabulary)
+    stem_of, terms = _stems(vocabulary)
     # Ordered by term: a search reads a few terms' rows, and DuckDB skips the row groups whose term ids
     # are out of its range (a one-shot search's BM25 over 2,000 notes: ~20% less time).
     by_term_docs, by_term_terms = _by_term(doc_ids, stem_of[tokens], len(terms))
@@ -68,15 +69,13 @@ def _postings(texts: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, pa.Array]
     return doc_ids, encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary
 
 
-def _stems(con: duckdb.DuckDBPyConnection, vocabulary: pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """(term id of each vocabulary entry, the terms): tokens stemmed by the extension, once each."""
+def _stems(vocabulary: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """(term id of each vocabulary entry, the terms): tokens Porter-stemmed (:mod:`mnemo.text.stems`),
+    once each."""
     if not len(vocabulary):
         return np.zeros(0, dtype=np.int32), pa.array([], pa.string())
-    tokens = pa.table(  # noqa: F841 - read by DuckDB's replacement scan below
-        {"i": np.arange(len(vocabulary), dtype=np.int64), "tok": vocabulary}
-    )
-    stems = con.execute("SELECT stem(tok, 'porter') AS term FROM tokens ORDER BY i").to_arrow_table()
-    encoded = pc.dictionary_encode(stems.column("term")).combine_chunks()
+    stems = pa.array(porter_stem_list(vocabulary.to_pylist()), pa.string())
+    encoded = pc.dictionary_encode(stems)
     return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary
 
 

@@ -50,7 +50,7 @@ class Snapshot:
         try:
             # No extension: the HNSW index is never used here, queries are stemmed in Python; one
             # thread: a one-shot's queries are small, and a second thread costs more CPU than it saves.
-            con = connect(path, read_only=True, vss=False, fts=False, threads=1)
+            con = connect(path, read_only=True, vss=False, threads=1)
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise IndexBusy(

@@ -37,3 +37,11 @@ def porter_stem(term: str) -> str:
 def porter_stems(terms: Iterable[str]) -> dict[str, str]:
     """term -> stem for every term given."""
     return {term: porter_stem(term) for term in set(terms)}
+
+
+def porter_stem_list(terms: list[str]) -> list[str]:
+    """The stem of each of ``terms``, in order, in one call of the stemmer (a build's whole vocabulary:
+    distinct terms, so the per-term cache is skipped)."""
+    with _lock:
+        stems: list[str] = _stemmer.stemWords(terms)
+    return stems
