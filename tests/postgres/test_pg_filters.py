@@ -143,3 +143,16 @@ def test_a_front_matter_edit_alone_changes_what_a_filter_allows(team_workspace: 
         assert tagged("alpha") == [] and tagged("beta") == ["memory/tagged.md"]
     finally:
         services.close()
+
+
+def test_the_kept_ids_are_bounded_least_recently_used_first() -> None:
+    from mnemo.index.pg_filters import AllowedMemo
+
+    memo = AllowedMemo(capacity=100)
+    memo.put(("a",), np.arange(40))
+    memo.put(("b",), np.arange(40))
+    assert memo.get(("a",)) is not None  # a is now the most recently used
+    memo.put(("c",), np.arange(40))  # 120 > 100: b goes
+    assert memo.get(("b",)) is None and memo.get(("a",)) is not None and memo.get(("c",)) is not None
+    memo.put(("huge",), np.arange(60))  # over half the capacity: not kept at all
+    assert memo.get(("huge",)) is None and memo.get(("a",)) is not None

@@ -96,12 +96,14 @@ class FilteredIds(Sequence[int]):
 
 class AllowedMemo:
     """A process's recently used filters' ids, by (generation, postings version, condition, parameters):
-    any write to the generation moves its version on. At most ``capacity`` filters are kept."""
+    any write to the generation moves its version on. At most ``capacity`` ids are kept in all (8 bytes
+    each: 4 million, 32 MB), the least recently used filter dropped first."""
 
-    def __init__(self, capacity: int = 16) -> None:
+    def __init__(self, capacity: int = 4_000_000) -> None:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._items: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
+        self._size = 0
 
     def get(self, key: tuple[object, ...]) -> np.ndarray | None:
         with self._lock:
@@ -111,10 +113,15 @@ class AllowedMemo:
             return found
 
     def put(self, key: tuple[object, ...], ids: np.ndarray) -> None:
+        if len(ids) > self.capacity // 2:
+            return  # one huge filter would push out every other
         with self._lock:
+            old = self._items.pop(key, None)
+            self._size += len(ids) - (len(old) if old is not None else 0)
             self._items[key] = ids
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+            while self._size > self.capacity and self._items:
+                _, dropped = self._items.popitem(last=False)
+                self._size -= len(dropped)
 
 
 def allowed_ids(
