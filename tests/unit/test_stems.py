@@ -9,7 +9,7 @@ import string
 from tests.conftest import SAMPLE_NOTES
 
 from mnemo.index.duck import connect
-from mnemo.text.stems import porter_stem, porter_stems
+from mnemo.text.stems import porter_stem, porter_stem_list, porter_stems
 from mnemo.text.terms import terms_string
 
 ODD_TERMS = [
@@ -35,9 +35,12 @@ def corpus_terms() -> list[str]:
     terms.update(ODD_TERMS)
     rng = random.Random(7)
     suffixes = ["ing", "ed", "ies", "ational", "izer", "fulness", "ousli", "ement", "ance", "ible", "s", "ly"]
+    # Endings that are no ASCII letter (the stemmer is not asked): digits, accents, CJK, underscores.
+    odd_ends = ["1", "9", "é", "ß", "_", "服", "ー", "й", "ﬁ"]
     for _ in range(4000):
         stem = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 8)))
         terms.add(stem + rng.choice(suffixes))
+        terms.add(stem + rng.choice(suffixes) + rng.choice(odd_ends))
     return sorted(terms)
 
 
@@ -47,4 +50,5 @@ def test_python_stems_equal_the_fts_extension_stems() -> None:
     got = porter_stems(terms)
     differ = {t: (expected[t], got[t]) for t in terms if expected[t] != got[t]}
     assert differ == {}
+    assert porter_stem_list(terms) == [expected[t] for t in terms]  # a build's vocabulary at once
     assert porter_stem("running") == "run" and porter_stem("s") == ""
