@@ -306,15 +306,20 @@ def test_document_frequencies_count_each_document_once(n_terms: int) -> None:
     assert np.array_equal(fts_build._document_frequencies(docs, terms, n_terms), want)
 
 
-def test_the_writer_never_loads_the_extension(tmp_path: Path) -> None:
-    store = _fresh(tmp_path / "x.duckdb", [_row("a", "alpha beta"), _row("b", "running runs")])
-    try:
-        with store.transaction():
-            store.insert_chunks([_row("c", "running gamma")], None, live=True)
-        loaded = store.con.execute(
+def test_a_build_never_loads_the_extension_and_a_writers_first_edit_does(tmp_path: Path) -> None:
+    def loaded(store: ChunkStore) -> bool:
+        rows = store.con.execute(
             "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'fts'"
         ).fetchall()
-        assert loaded in ([], [(False,)])
+        return rows == [(True,)]
+
+    store = _fresh(tmp_path / "x.duckdb", [_row("a", "alpha beta"), _row("b", "running runs")])
+    try:
+        assert not loaded(store)  # created, filled and searched without it
+        assert set(_scores(store, ["run"])) == {"b"}
+        with store.transaction():
+            store.insert_chunks([_row("c", "running gamma")], None, live=True)
+        assert loaded(store)  # `stem` in SQL for the edit's tokens
         assert set(_scores(store, ["run"])) == {"b", "c"}
     finally:
         store.con.close()

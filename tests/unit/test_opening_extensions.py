@@ -1,6 +1,6 @@
 """index/opening.py: the writer loads the vss extension only for an index that holds vectors (a keyword-only
-index has no HNSW index; loading vss costs ~0.13 s of CPU a process), and never the fts extension (mnemo
-makes, fills and scores its tables itself, with stems from Python: ~40 ms a process)."""
+index has no HNSW index; loading vss costs ~0.13 s of CPU a process), and the fts extension only for an
+edit (mnemo makes, fills and scores its tables itself; a build stems in Python: ~40 ms a process)."""
 
 from __future__ import annotations
 

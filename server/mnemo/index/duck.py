@@ -63,6 +63,11 @@ def extension_path(name: str) -> Path:
     return candidates[0]
 
 
+def load_extension(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Load ``fts`` or ``vss`` from its PyPI package into ``con`` (loading twice is harmless)."""
+    con.execute(f"LOAD '{extension_path(name)}'")
+
+
 def connect(
     path: Path | str, *, read_only: bool = False, vss: bool = True, fts: bool = False, threads: int = 2
 ) -> duckdb.DuckDBPyConnection:
@@ -71,9 +76,9 @@ def connect(
     ``vss=False`` leaves an HNSW index unbound (never loaded): how a damaged one is read around
     (see :mod:`mnemo.index.repair`). ``threads=1`` for bulk writes: a second DuckDB thread spends more
     CPU time than it saves on inserts of a few thousand rows (a full build used 1.3x the CPU with two).
-    ``fts=True`` loads the fts extension, which mnemo itself never needs (:mod:`mnemo.index.fts`: it
-    makes and fills the extension's tables and stems in Python; loading the extension, mostly checking
-    its signature, costs ~40 ms of CPU): tests compare with the extension's own build through it."""
+    ``fts=True`` loads the fts extension now; mnemo loads it only where it stems in SQL, a writer's first
+    edit (:func:`load_extension`): it makes and fills the extension's tables itself, and a build and
+    every reader stem in Python (loading the extension, mostly checking its signature, costs ~40 ms)."""
     con = duckdb.connect(
         str(path),
         read_only=read_only,
@@ -86,7 +91,7 @@ def connect(
     try:
         for name in _EXTENSIONS:
             if (name == "vss" and vss) or (name == "fts" and fts):
-                con.execute(f"LOAD '{extension_path(name)}'")
+                load_extension(con, name)
         if vss:
             con.execute("SET hnsw_enable_experimental_persistence = true")
         if not read_only:

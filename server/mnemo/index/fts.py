@@ -7,10 +7,10 @@ extension cannot update its index, builds it slowly and its per-row ``match_bm25
 mnemo:
 
 - creates those tables itself, with the extension's names and columns (:func:`create_empty`), fills
-  them after a bulk load (:func:`rebuild`), and adds and removes documents in them, with Porter stems
-  from :mod:`mnemo.text.stems` (the same libstemmer algorithm as the extension's ``stem``; tests check
-  the tables equal a fresh ``create_fts_index``). No process loads the extension: loading it, mostly
-  checking its signature, cost ~40 ms of every writer's start;
+  them after a bulk load (:func:`rebuild`) with Porter stems from :mod:`mnemo.text.stems` (the same
+  libstemmer algorithm as the extension's ``stem``), and adds and removes documents in them (tests check
+  the tables equal a fresh ``create_fts_index``). Only a writer's first edit loads the extension, for
+  its ``stem`` in SQL; loading it, mostly checking its signature, cost ~40 ms of every start before;
 - scores a query set-wise with the extension's BM25 formula (k1 = 1.2, b = 0.75), OR over terms,
   returning the IDF mass of the query terms each chunk covers as well.
 
@@ -75,24 +75,19 @@ def _refresh_stats(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def add_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
-    """Index chunks already inserted into ``chunks`` (same transaction as the insert)."""
+    """Index chunks already inserted into ``chunks`` (same transaction as the insert). Stems in SQL, with
+    the extension's ``stem``: ``con`` must have it loaded (:meth:`mnemo.index.store.ChunkStore.insert_chunks`
+    does on a writer's first edit). An edit's few tokens handed to Python and back took ~10 ms more."""
     if not ids:
         return
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE fts_new_raw AS SELECT name, tok FROM ("
+        "CREATE OR REPLACE TEMP TABLE fts_new_tokens AS "
+        "SELECT name, stem(tok, 'porter') AS term FROM ("
         "  SELECT id AS name, unnest(string_split_regex(terms, '\\s+')) AS tok FROM chunks "
         "  WHERE id IN (SELECT unnest(?::BIGINT[]))"
         ") WHERE tok <> ''",
         [list(ids)],
     )
-    tokens = [row[0] for row in con.execute("SELECT DISTINCT tok FROM fts_new_raw").fetchall()]
-    stem_of = porter_stems(tokens)  # each distinct token stemmed once, in Python
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE fts_new_tokens AS SELECT r.name, s.term FROM fts_new_raw r "
-        "JOIN (SELECT unnest(?::VARCHAR[]) AS tok, unnest(?::VARCHAR[]) AS term) s ON s.tok = r.tok",
-        [tokens, [stem_of[t] for t in tokens]],
-    )
-    con.execute("DROP TABLE fts_new_raw")
     con.execute(
         f"INSERT INTO {SCHEMA}.docs "
         f"SELECT (SELECT coalesce(max(docid), -1) FROM {SCHEMA}.docs) + row_number() OVER (ORDER BY c.id), "

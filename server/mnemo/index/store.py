@@ -35,7 +35,7 @@ from mnemo.index.api import (
     PendingChunk,
 )
 from mnemo.index.batches import Columns, VectorColumn, batch_view, row_columns
-from mnemo.index.duck import connect
+from mnemo.index.duck import connect, load_extension
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.identity import identity_meta
 from mnemo.index.postings import PostingsCache
@@ -108,6 +108,8 @@ class ChunkStore(SideTables):
         """Chunk rows recently read by searches; a chunk's row is forgotten when a commit changes it."""
         self._vectors_changed: list[int] = []
         self._fts_added: list[int] = []
+        self._stems_on: duckdb.DuckDBPyConnection | None = None
+        """The connection the fts extension was loaded into (its ``stem``, for edits), if any yet."""
         self._fts_removed: list[int] = []
         self._rows_changed: list[int] = []
         """Chunks this transaction deleted or moved: their kept rows are forgotten at commit."""
@@ -367,6 +369,9 @@ class ChunkStore(SideTables):
             self.con.execute("INSERT INTO chunks SELECT * FROM batch")
         self._vectors_changed.extend(ids)
         if live:
+            if self._stems_on is not self.con:  # a writer's first edit: `stem` for fts.add_docs
+                load_extension(self.con, "fts")
+                self._stems_on = self.con
             fts.add_docs(self.con, ids)
             self._fts_added.extend(ids)
 
