@@ -112,3 +112,11 @@ def check_pg_consistent(dsn: str, namespace: str) -> dict[str, int]:
         ).fetchone() or (0, 0)
         assert (docs, total) == (chunks, length), "the generation's totals differ from its chunks"
         return {"files": len(files), "chunks": int(chunks)}
+
+
+def fresh_database(pg_dsn: str, name: str) -> str:
+    """An empty database ``name`` in the session's cluster (dropped first if a test left one): its DSN."""
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {name}")
+    return pg_dsn.rsplit("/", 1)[0] + f"/{name}"

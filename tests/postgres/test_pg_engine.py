@@ -23,7 +23,7 @@ from mnemo.text.terms import query_terms, terms_string
 from mnemo.workspace.layout import Workspace
 from tests.conftest import SAMPLE_NOTES, HashEmbedder, write_files
 from tests.postgres.cluster import free_port as _free_port
-from tests.postgres.helpers import check_pg_consistent
+from tests.postgres.helpers import check_pg_consistent, fresh_database
 
 
 @pytest.fixture
@@ -155,11 +155,7 @@ def test_two_writers_never_claim_the_same_pending_chunk(store: PgStore, pg_dsn: 
 
 
 def test_migrations_run_once_and_a_newer_schema_is_refused(pg_dsn: str) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute("DROP DATABASE IF EXISTS mnemo_migrations")
-        admin.execute("CREATE DATABASE mnemo_migrations")
-    dsn = pg_dsn.rsplit("/", 1)[0] + "/mnemo_migrations"
-    con = connect(dsn, vectors=False)
+    con = connect(fresh_database(pg_dsn, "mnemo_migrations"), vectors=False)
     try:
         assert pg_schema.migrate(con) == 0
         assert pg_schema.migrate(con) == pg_schema.LATEST, "a second run finds everything applied"

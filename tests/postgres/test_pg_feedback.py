@@ -15,6 +15,7 @@ import pytest
 from mnemo.services import Services, build_services
 from tests.conftest import SAMPLE_NOTES, write_files
 from tests.postgres.conftest import team_toml
+from tests.postgres.helpers import fresh_database
 from tests.unit import test_feedback as duck
 from tests.unit.test_feedback import (  # noqa: F401 - collected again here, with this module's services
     test_a_memory_search_tool_call_counts_for_its_turn_and_its_success_is_harvested,
@@ -109,10 +110,7 @@ def test_a_database_from_before_feedback_gets_its_table_from_the_first_newer_mne
     from mnemo.index import pg_schema
     from mnemo.index.pg_connect import connect
 
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute("DROP DATABASE IF EXISTS mnemo_feedback_upgrade")
-        admin.execute("CREATE DATABASE mnemo_feedback_upgrade")
-    dsn = pg_dsn.rsplit("/", 1)[0] + "/mnemo_feedback_upgrade"
+    dsn = fresh_database(pg_dsn, "mnemo_feedback_upgrade")
     con = connect(dsn, vectors=False)
     try:
         pg_schema.migrate(con, upto=2)  # what the previous release left

@@ -15,6 +15,7 @@ from mnemo.index.api import ChunkRow
 from mnemo.index.pg_connect import connect
 from mnemo.index.pg_store import PgStore
 from mnemo.text.terms import terms_string
+from tests.postgres.helpers import fresh_database
 
 VOCABULARY = [f"w{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}x" for i in range(300)]
 """Words that stem to themselves; drawn with Zipf-like weights, so a few are in most chunks."""
@@ -175,10 +176,7 @@ def test_migration_to_impacts_fills_them_for_an_existing_generation(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _small_reads(monkeypatch)
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute("DROP DATABASE IF EXISTS mnemo_impacts")
-        admin.execute("CREATE DATABASE mnemo_impacts")
-    con = connect(pg_dsn.rsplit("/", 1)[0] + "/mnemo_impacts", vectors=False)
+    con = connect(fresh_database(pg_dsn, "mnemo_impacts"), vectors=False)
     try:
         assert pg_schema.migrate(con, upto=1) == 0
         rng = random.Random(3)

@@ -25,16 +25,12 @@ import psycopg
 
 from mnemo.index.api import MEMORY_FILES, ChunkFilter
 from mnemo.index.pg_schema import SCHEMA
+from mnemo.workspace.layout import FileKind
 
 _KIND_SQL = {
     "memory": "c.path = ANY(%(memory_files)s)",
     "topic": "(c.kind = 'evergreen' AND NOT c.path = ANY(%(memory_files)s))",
-    "evergreen": "c.kind = 'evergreen'",
-    "daily": "c.kind = 'daily'",
-    "snapshot": "c.kind = 'snapshot'",
-    "skill": "c.kind = 'skill'",
-    "session": "c.kind = 'session'",
-    "archive": "c.kind = 'archive'",
+    **{kind.value: f"c.kind = '{kind.value}'" for kind in FileKind},
 }
 
 

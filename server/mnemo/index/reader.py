@@ -36,17 +36,13 @@ from mnemo.index.api import (
     VectorHit,
 )
 from mnemo.index.feedback import Tally
+from mnemo.workspace.layout import FileKind
 
 _MEMORY = "(" + ", ".join(f"'{name}'" for name in MEMORY_FILES) + ")"
 _KIND_SQL = {
     "memory": f"c.path IN {_MEMORY}",
     "topic": f"(c.kind = 'evergreen' AND c.path NOT IN {_MEMORY})",
-    "evergreen": "c.kind = 'evergreen'",
-    "daily": "c.kind = 'daily'",
-    "snapshot": "c.kind = 'snapshot'",
-    "skill": "c.kind = 'skill'",
-    "session": "c.kind = 'session'",
-    "archive": "c.kind = 'archive'",
+    **{kind.value: f"c.kind = '{kind.value}'" for kind in FileKind},
 }
 _RECORD = "id, key, path, source, kind, day, start_line, end_line, heading, text"
 
