@@ -160,7 +160,7 @@ def test_vector_query_within_allowed_ids(tmp_path: Path) -> None:
     ids = [r[0] for r in store.con.execute("SELECT id FROM chunks ORDER BY id").fetchall()]
     allowed = ids[20:]
     query = vectors[3]  # its nearest chunk (itself) is not allowed
-    got = store.con.execute(vector_query(vector_literal(query), 5, within=True), [allowed]).fetchall()
+    got = store.con.execute(vector_query(vector_literal(query), 5, within=allowed)).fetchall()
     assert {row[0] for row in got} <= set(allowed) and len(got) == 5
     exact = [ids[20 + int(i)] for i in np.argsort(-(vectors[20:] @ query))[:5]]
     assert [row[0] for row in got] == exact

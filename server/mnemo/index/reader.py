@@ -55,10 +55,11 @@ def vector_literal(vector: np.ndarray) -> str:
     return f"'[{values}]'::FLOAT[{len(vector)}]"
 
 
-def vector_query(literal: str, limit: int, *, within: bool = False) -> str:
+def vector_query(literal: str, limit: int, *, within: Sequence[int] | None = None) -> str:
     """Nearest chunks by cosine distance, in the shape DuckDB's vss rewrites to an HNSW index scan;
-    ``within``: only the chunk ids given as the one parameter (a filtered search: an exact scan)."""
-    where = "WHERE id IN (SELECT unnest(?::BIGINT[])) " if within else ""
+    ``within``: only those chunk ids (a filtered search: an exact scan), inlined (DuckDB's client
+    converts a list parameter ~25 µs an element)."""
+    where = f"WHERE id IN (SELECT unnest([{_id_list(within)}]::BIGINT[])) " if within is not None else ""
     return (
         f"SELECT id, array_cosine_distance(embedding, {literal}) AS distance FROM chunks {where}"
         f"ORDER BY distance LIMIT {int(limit)}"
@@ -88,7 +89,7 @@ def filter_condition(f: ChunkFilter) -> tuple[str, list[object]]:
 
 
 def _id_list(ids: Sequence[int]) -> str:
-    """Ids inlined as constants: a list parameter costs DuckDB ~2 ms more."""
+    """Ids inlined as constants: DuckDB's client converts a list parameter ~25 µs an element."""
     return ", ".join(str(int(i)) for i in ids)
 
 
@@ -282,7 +283,7 @@ class DuckReader:
         if within is None:
             rows = self.con.execute(vector_query(literal, limit)).fetchall()
         else:
-            rows = self.con.execute(vector_query(literal, limit, within=True), [list(within)]).fetchall()
+            rows = self.con.execute(vector_query(literal, limit, within=within)).fetchall()
         return [VectorHit(int(cid), float(distance)) for cid, distance in rows]
 
     def _bm25(
