@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from jsonrpc_base import ProtocolError
 
+from mnemo.editor.insights import FeedbackStats, file_chunk_stats
 from mnemo.services import Services
 from mnemo.wire import feedback_result
 
@@ -44,8 +45,8 @@ async def test_chat_feedback_is_recorded_on_the_turns_chunks(start_gateway: Any)
     finally:
         await client.close()
     with gw.gateway.memory.indexer.reading() as reader:
-        tallies = gw.gateway.memory.feedback.file_tallies(reader, "MEMORY.md")
-    assert sorted((t.useful, t.not_useful) for t in tallies.values()) == [(0, 1)] * len(tallies) and tallies
+        tallies = [c for c in file_chunk_stats(reader, "MEMORY.md") if isinstance(c, FeedbackStats)]
+    assert sorted((t.useful, t.not_useful) for t in tallies) == [(0, 1)] * len(tallies) and tallies
 
 
 async def test_a_guest_may_not_give_feedback(start_gateway: Any) -> None:

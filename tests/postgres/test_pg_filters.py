@@ -149,10 +149,12 @@ def test_the_kept_ids_are_bounded_least_recently_used_first() -> None:
     from mnemo.index.pg_filters import AllowedMemo
 
     memo = AllowedMemo(capacity=100)
-    memo.put(("a",), np.arange(40))
-    memo.put(("b",), np.arange(40))
-    assert memo.get(("a",)) is not None  # a is now the most recently used
-    memo.put(("c",), np.arange(40))  # 120 > 100: b goes
-    assert memo.get(("b",)) is None and memo.get(("a",)) is not None and memo.get(("c",)) is not None
-    memo.put(("huge",), np.arange(60))  # over half the capacity: not kept at all
-    assert memo.get(("huge",)) is None and memo.get(("a",)) is not None
+    memo.put((1, "a", ""), 7, np.arange(40))
+    memo.put((1, "b", ""), 7, np.arange(40))
+    assert memo.get((1, "a", ""), 7) is not None  # a is now the most recently used
+    memo.put((1, "c", ""), 7, np.arange(40))  # 120 > 100: b goes
+    assert memo.get((1, "b", ""), 7) is None and memo.get((1, "a", ""), 7) is not None
+    assert memo.get((1, "c", ""), 7) is not None
+    memo.put((1, "huge", ""), 7, np.arange(60))  # over half the capacity: not kept at all
+    assert memo.get((1, "huge", ""), 7) is None and memo.get((1, "a", ""), 7) is not None
+    assert memo.get((1, "a", ""), 8) is None  # another version of the generation: a miss

@@ -16,6 +16,7 @@ import pytest
 
 from mnemo.agent import Agent, ScriptedProvider
 from mnemo.config import AgentSettings
+from mnemo.editor.insights import FeedbackStats, file_chunk_stats
 from mnemo.editor.service import EditorService
 from mnemo.memory import turns
 from mnemo.memory.turns import FeedbackError
@@ -33,16 +34,14 @@ def _agent(services: Any, root: Path, *replies: str) -> Agent:
 def _tally(services: Any, path: str, needle: str) -> tuple[int, int]:
     """(useful, not useful) of the chunk of ``path`` whose text holds ``needle``."""
     with services.memory.indexer.reading() as reader:
-        tallies = services.memory.feedback.file_tallies(reader, path)
-        for chunk in reader.chunk_stats(path):
+        for chunk in file_chunk_stats(reader, path):  # what a hover shows
             text = "\n".join(
                 (services.workspace.root / path)
                 .read_text()
                 .splitlines()[chunk.start_line - 1 : chunk.end_line]
             )
             if needle in text:
-                found = tallies.get(chunk.key)
-                return (found.useful, found.not_useful) if found else (0, 0)
+                return (chunk.useful, chunk.not_useful) if isinstance(chunk, FeedbackStats) else (0, 0)
     raise AssertionError(f"no chunk of {path} holds {needle!r}")
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mnemo.index import fts, fts_build
-from mnemo.index.duck import extension_path
+from mnemo.index.duck import load_extension
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.search.ranking import text_score
 from mnemo.text.terms import query_terms, terms_string
@@ -204,7 +204,7 @@ EXTENSION_BUILD = (
 
 
 def _extension_build(store: ChunkStore) -> None:
-    store.con.execute(f"LOAD '{extension_path('fts')}'")
+    load_extension(store.con, "fts")
     store.con.execute(EXTENSION_BUILD)
 
 

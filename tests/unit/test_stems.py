@@ -8,7 +8,7 @@ import string
 
 from tests.conftest import SAMPLE_NOTES
 
-from mnemo.index.duck import connect
+from mnemo.index.duck import connect, load_extension
 from mnemo.text.stems import porter_stem, porter_stem_list, porter_stems
 from mnemo.text.terms import terms_string
 
@@ -20,7 +20,8 @@ ODD_TERMS = [
 
 
 def duckdb_stems(terms: list[str]) -> dict[str, str]:
-    con = connect(":memory:", vss=False, fts=True)
+    con = connect(":memory:", vss=False)
+    load_extension(con, "fts")
     try:
         rows = con.execute("SELECT t, stem(t, 'porter') FROM unnest(?::VARCHAR[]) u(t)", [terms]).fetchall()
     finally:

@@ -69,16 +69,16 @@ def load_extension(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 
 def connect(
-    path: Path | str, *, read_only: bool = False, vss: bool = True, fts: bool = False, threads: int = 2
+    path: Path | str, *, read_only: bool = False, vss: bool = True, threads: int = 2
 ) -> duckdb.DuckDBPyConnection:
-    """Open a database with fts and vss loaded offline; autoinstall is off so nothing is fetched.
+    """Open a database, with vss loaded offline; autoinstall is off so nothing is fetched.
 
     ``vss=False`` leaves an HNSW index unbound (never loaded): how a damaged one is read around
     (see :mod:`mnemo.index.repair`). ``threads=1`` for bulk writes: a second DuckDB thread spends more
     CPU time than it saves on inserts of a few thousand rows (a full build used 1.3x the CPU with two).
-    ``fts=True`` loads the fts extension now; mnemo loads it only where it stems in SQL, a writer's first
-    edit (:func:`load_extension`): it makes and fills the extension's tables itself, and a build and
-    every reader stem in Python (loading the extension, mostly checking its signature, costs ~40 ms)."""
+    The fts extension is not loaded: mnemo makes and fills its tables itself, and a build and every
+    reader stem in Python; a writer loads it for its ``stem`` at its first edit (:func:`load_extension`;
+    loading it, mostly checking its signature, costs ~40 ms)."""
     con = duckdb.connect(
         str(path),
         read_only=read_only,
@@ -89,10 +89,8 @@ def connect(
         },
     )
     try:
-        for name in _EXTENSIONS:
-            if (name == "vss" and vss) or (name == "fts" and fts):
-                load_extension(con, name)
         if vss:
+            load_extension(con, "vss")
             con.execute("SET hnsw_enable_experimental_persistence = true")
         if not read_only:
             # A writer lives long (a server): let DuckDB's allocator hand freed memory back to the
@@ -115,7 +113,7 @@ def read_closed(path: Path, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T
         return None
     try:
         # never loads (or replays into) its HNSW index; plain tables need no fts extension either
-        con = connect(path, read_only=True, vss=False, fts=False, threads=1)
+        con = connect(path, read_only=True, vss=False, threads=1)
     except (duckdb.Error, OSError):
         return None
     try:

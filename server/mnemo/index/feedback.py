@@ -75,6 +75,15 @@ class Tally:
         return self.useful + self.not_useful
 
 
+def weight_sql() -> str:
+    """How much one row counts in a tally (:data:`SIGNAL_WEIGHTS`, :data:`UNCITED`), in SQL over the
+    ``feedback`` table's columns (both engines' tallies)."""
+    signals = (
+        "CASE signal " + " ".join(f"WHEN '{s}' THEN {w!r}" for s, w in SIGNAL_WEIGHTS.items()) + " ELSE 0 END"
+    )
+    return f"(({signals}) * (CASE WHEN cited = false THEN {UNCITED!r} ELSE 1 END))"
+
+
 def ensure(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(DDL)
 
@@ -145,10 +154,7 @@ def tallies(con: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> dict[str, Ta
 
     if not keys:
         return {}
-    signals = (
-        "CASE signal " + " ".join(f"WHEN '{s}' THEN {w}" for s, w in SIGNAL_WEIGHTS.items()) + " ELSE 0 END"
-    )
-    weight = f"({signals}) * (CASE WHEN cited = false THEN {UNCITED} ELSE 1 END)"
+    weight = weight_sql()
     try:
         rows = con.execute(
             "SELECT chunk_key, count(*) FILTER (WHERE useful), count(*) FILTER (WHERE NOT useful), "

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import psycopg
 
-from mnemo.index.feedback import SIGNAL_WEIGHTS, UNCITED, FeedbackRow, RetrievedChunk, Tally
+from mnemo.index.feedback import FeedbackRow, RetrievedChunk, Tally, weight_sql
 from mnemo.index.pg_schema import SCHEMA
 
 _ROW_TYPES = [
@@ -84,10 +84,7 @@ def tallies(con: psycopg.Connection, namespace: str, keys: Sequence[str]) -> dic
     """The tally of each of ``keys`` that has feedback (as :func:`mnemo.index.feedback.tallies`)."""
     if not keys:
         return {}
-    signals = (
-        "CASE signal " + " ".join(f"WHEN '{s}' THEN {w!r}" for s, w in SIGNAL_WEIGHTS.items()) + " ELSE 0 END"
-    )
-    weight = f"(({signals}) * (CASE WHEN cited = false THEN {UNCITED!r} ELSE 1 END))::float8"
+    weight = f"{weight_sql()}::float8"
     rows = con.execute(
         "SELECT chunk_key, count(*) FILTER (WHERE useful), count(*) FILTER (WHERE NOT useful), "
         f"coalesce(sum({weight}) FILTER (WHERE useful), 0), coalesce(sum({weight}) FILTER (WHERE NOT useful), 0) "

@@ -15,8 +15,6 @@ candidate searches. Two things keep that cheap on a large namespace:
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, overload
 
@@ -25,6 +23,7 @@ import psycopg
 
 from mnemo.index.api import MEMORY_FILES, ChunkFilter
 from mnemo.index.pg_schema import SCHEMA
+from mnemo.index.pg_terms import VersionedMemo
 from mnemo.workspace.layout import FileKind
 
 _KIND_SQL = {
@@ -90,34 +89,12 @@ class FilteredIds(Sequence[int]):
         return [int(i) for i in self.ids.tolist()]
 
 
-class AllowedMemo:
-    """A process's recently used filters' ids, by (generation, postings version, condition, parameters):
-    any write to the generation moves its version on. At most ``capacity`` ids are kept in all (8 bytes
-    each: 4 million, 32 MB), the least recently used filter dropped first."""
+class AllowedMemo(VersionedMemo[tuple[int, str, str], np.ndarray]):
+    """A process's recently used filters' ids by (generation, condition, parameters), for the
+    generation's postings version. At most ``capacity`` ids in all (8 bytes each: 4 million, 32 MB)."""
 
     def __init__(self, capacity: int = 4_000_000) -> None:
-        self.capacity = capacity
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
-        self._size = 0
-
-    def get(self, key: tuple[object, ...]) -> np.ndarray | None:
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[object, ...], ids: np.ndarray) -> None:
-        if len(ids) > self.capacity // 2:
-            return  # one huge filter would push out every other
-        with self._lock:
-            old = self._items.pop(key, None)
-            self._size += len(ids) - (len(old) if old is not None else 0)
-            self._items[key] = ids
-            while self._size > self.capacity and self._items:
-                _, dropped = self._items.popitem(last=False)
-                self._size -= len(dropped)
+        super().__init__(capacity, len)
 
 
 def allowed_ids(
@@ -130,8 +107,8 @@ def allowed_ids(
         f"SELECT version, docs FROM {SCHEMA}.generations WHERE id = %s", [generation]
     ).fetchone()
     version, docs = (int(row[0]), int(row[1])) if row else (-1, 0)
-    key = (generation, version, condition, repr(sorted(params.items())))
-    ids = memo.get(key) if memo is not None else None
+    key = (generation, condition, repr(sorted(params.items())))
+    ids = memo.get(key, version) if memo is not None else None
     if ids is None:
         join = (
             f"LEFT JOIN {SCHEMA}.file_meta m ON m.g = c.g AND m.path = c.path"
@@ -144,5 +121,5 @@ def allowed_ids(
         ).fetchall()
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         if memo is not None:
-            memo.put(key, ids)
+            memo.put(key, version, ids)
     return FilteredIds(ids, condition, params, len(ids) / docs if docs else 1.0)

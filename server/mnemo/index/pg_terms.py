@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 import psycopg
@@ -127,41 +128,54 @@ Postings = tuple[np.ndarray, np.ndarray]
 at the generation's average length for the version it was read at)."""
 
 
-class PostingsMemo:
-    """A process's recently used postings, by (generation, term), valid for one postings version.
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
-    Searches share most of their words ("the", a project's name), and a common word's postings run to
-    tens of thousands of rows: kept here, a repeated word costs nothing until a write changes the
-    generation's postings (any write: the version is per generation). At most ``capacity`` postings
-    are kept (16 bytes each: 8 million, ~130 MB), the least recently used dropped first."""
 
-    def __init__(self, capacity: int = 8_000_000) -> None:
+class VersionedMemo(Generic[K, V]):
+    """A process's recently used values by key, each valid for the version it was read at (a
+    generation's postings version: any write moves it on); a value of another version is a miss and is
+    replaced. At most ``capacity`` in all, measured by ``size``, the least recently used dropped first;
+    a value over half the capacity is not kept (it would push out everything else)."""
+
+    def __init__(self, capacity: int, size: Callable[[V], int]) -> None:
         self.capacity = capacity
+        self._size_of = size
         self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[int, str], tuple[int, Postings]] = OrderedDict()
+        self._items: OrderedDict[K, tuple[int, V]] = OrderedDict()
         self._size = 0
 
-    def get(self, generation: int, version: int, term: str) -> Postings | None:
+    def get(self, key: K, version: int) -> V | None:
         with self._lock:
-            found = self._items.get((generation, term))
+            found = self._items.get(key)
             if found is None or found[0] != version:
                 return None
-            self._items.move_to_end((generation, term))
+            self._items.move_to_end(key)
             return found[1]
 
-    def put(self, generation: int, version: int, term: str, postings: Postings) -> None:
-        size = len(postings[0])
+    def put(self, key: K, version: int, value: V) -> None:
+        size = self._size_of(value)
         if size > self.capacity // 2:
-            return  # one huge list would push out everything else
+            return
         with self._lock:
-            old = self._items.pop((generation, term), None)
+            old = self._items.pop(key, None)
             if old is not None:
-                self._size -= len(old[1][0])
-            self._items[(generation, term)] = (version, postings)
+                self._size -= self._size_of(old[1])
+            self._items[key] = (version, value)
             self._size += size
             while self._size > self.capacity and self._items:
                 _, (_, dropped) = self._items.popitem(last=False)
-                self._size -= len(dropped[0])
+                self._size -= self._size_of(dropped)
+
+
+class PostingsMemo(VersionedMemo[tuple[int, str], Postings]):
+    """Recently used postings by (generation, term). Searches share most of their words ("the", a
+    project's name), and a common word's postings run to tens of thousands of rows: kept here, a
+    repeated word costs nothing until a write changes the generation's postings. At most ``capacity``
+    postings (16 bytes each: 8 million, ~130 MB)."""
+
+    def __init__(self, capacity: int = 8_000_000) -> None:
+        super().__init__(capacity, lambda postings: len(postings[0]))
 
 
 def _postings(
@@ -172,7 +186,7 @@ def _postings(
     out: dict[str, Postings] = {}
     missing = []
     for term in weights.idf:
-        found = memo.get(generation, weights.version, term) if memo is not None else None
+        found = memo.get((generation, term), weights.version) if memo is not None else None
         if found is None:
             missing.append(term)
         else:
@@ -181,7 +195,7 @@ def _postings(
         for term, postings in _read_postings(con, generation, missing, weights.avgdl).items():
             out[term] = postings
             if memo is not None:
-                memo.put(generation, weights.version, term, postings)
+                memo.put((generation, term), weights.version, postings)
     return out
 
 

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from mnemo.config import SearchSettings
 from mnemo.index import feedback as table
-from mnemo.index.api import IndexReader
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.engine import HistoryTables, IndexEngine
 from mnemo.memory.limits import cut_query
@@ -145,12 +144,6 @@ class FeedbackBook:
                 out.append(FeedbackResult(session_id, t.number, useful, signal, chunks))
         self._changed()
         return out
-
-    # -- reading ------------------------------------------------------------------------------------
-    @staticmethod
-    def file_tallies(reader: IndexReader, path: str) -> dict[str, table.Tally]:
-        """The tally of every chunk of ``path`` that has feedback, by chunk key."""
-        return reader.feedback_tallies([chunk.key for chunk in reader.chunk_stats(path)])
 
     # -- surviving a rebuild ------------------------------------------------------------------------
     def saved(self, full: bool) -> pa.Table | None:
