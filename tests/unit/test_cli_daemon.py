@@ -169,6 +169,11 @@ NOT_FOR_A_KEYWORD_SEARCH = (
     "mnemo.index.store",
     "mnemo.cli.chat",
     "mnemo.cli.gateway",
+    # and from the standard library, what only a writer, a server or a client of one needs
+    "socket",
+    "hashlib",
+    "tempfile",
+    "decimal",
 )
 
 

@@ -73,6 +73,76 @@ def test_not_memory(ws: Workspace, path: str) -> None:
     assert ws.classify(path) is None
 
 
+PATHS = [
+    "MEMORY.md",
+    "memory/topic.md",
+    "memory/2026-11-01.md",
+    "memory/2026-02-30.md",  # not a day: an evergreen topic
+    "memory/2026-11-01-slug.md",
+    "memory/.md",
+    "memory/.hidden.md",
+    "memory/node_modules",
+    "memory/node_modules.md",
+    "memory/draft.tmp.md",
+    "memory/sub/deep.md",
+    "memory/a\\b.md",
+    "memory/",
+    "memory/x.MD",
+    "memory/notes.txt",
+    "memory//x.md",
+    "memory/../x.md",
+    "node_modules/memory/x.md",
+    "skills/a/SKILL.md",
+    "sessions/private-a/2026-10.md",
+    "notes/extra.md",
+    ".mnemo/x.md",
+]
+IGNORES = [
+    (),
+    ("node_modules", ".git", ".mnemo", ".venv"),  # the defaults: names only
+    ("node_modules", "*.tmp.md"),
+    ("memory",),
+    ("memory/topic.md", "x.md"),
+    ("[a-z]*.md",),
+]
+
+
+@pytest.mark.parametrize("ignore", IGNORES)
+def test_is_memory_answers_as_classify_does(tmp_path: Path, ignore: tuple[str, ...]) -> None:
+    fast = Workspace(tmp_path, ignore=ignore, extra_paths=["notes"])
+    for path in PATHS:
+        assert fast.is_memory(path) is (fast.classify(path) is not None), path
+
+
+@pytest.mark.parametrize("ignore", IGNORES)
+def test_names_only_ignores_match_as_their_patterns_do(tmp_path: Path, ignore: tuple[str, ...]) -> None:
+    import fnmatch
+
+    ws = Workspace(tmp_path, ignore=ignore)
+    for path in PATHS:
+        parts = path.split("/")
+        hidden = any(p.startswith(".") and p not in (".", "..") for p in parts)
+        matched = any(fnmatch.fnmatchcase(x, pattern) for pattern in ignore for x in (path, *parts))
+        assert ws.is_ignored(path) is (hidden or matched), path
+
+
+def test_stamps_are_what_scan_finds(tmp_path: Path) -> None:
+    for rel in (
+        "MEMORY.md",
+        "memory/a.md",
+        "memory/2026-11-01.md",
+        "memory/node_modules/x.md",
+        "skills/s/SKILL.md",
+    ):
+        _touch(tmp_path, rel)
+    (tmp_path / "memory" / "b.md").write_text("longer text\n", encoding="utf-8")
+    ws = Workspace(tmp_path, ignore=["node_modules"])
+    scanned = {mf.path: (st.st_mtime, st.st_size) for mf, st in ws.scan()}
+    assert ws.stamps() == scanned and len(scanned) == 5
+    os.utime(tmp_path / "memory" / "a.md", ns=(1_000_000_000, 1_000_000_000))  # same size, another mtime
+    assert ws.stamps()["memory/a.md"] == (1.0, 4) != scanned["memory/a.md"]
+
+
 def test_sessions_can_be_excluded(tmp_path: Path) -> None:
     assert Workspace(tmp_path, include_sessions=False).classify("sessions/a.jsonl") is None
 

@@ -21,7 +21,6 @@ This module changes only additively (new optional methods or fields); it imports
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -87,6 +86,8 @@ class PendingChunk:
 
     @property
     def digest(self) -> str:
+        import hashlib  # (OpenSSL's library: not loaded by a process that only reads)
+
         return hashlib.sha256(self.input.encode("utf-8")).hexdigest()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
@@ -18,8 +17,11 @@ from mnemo.index.duckdb_native import duckdb
 _EXTENSIONS = {"fts": "duckdb_extension_fts", "vss": "duckdb_extension_vss"}
 
 
-class _KnownAbsent(importlib.abc.MetaPathFinder):
+class _KnownAbsent:
     """Fails imports of modules known not to be installed at once, instead of walking sys.path.
+
+    (A meta path finder needs only ``find_spec``; importing ``importlib.abc`` for its base class loaded
+    ``importlib.resources`` and ``tempfile`` into every process that opens an index.)
 
     DuckDB's Python client tries ``import pandas`` twice for every parameter value it converts (and
     per element of a list): a 384-float query vector meant ~770 failed imports, about 0.3 s a search;

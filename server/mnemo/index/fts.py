@@ -136,6 +136,11 @@ def remove_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
     _refresh_stats(con)
 
 
+def _double(value: float) -> str:
+    """A float as a DOUBLE constant in SQL (a plain ``1.5`` is a DECIMAL to DuckDB)."""
+    return f"{value!r}::DOUBLE"
+
+
 def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
@@ -201,11 +206,15 @@ def search(
     if weights is None:
         return []
     idf, total, avgdl = weights.idf, weights.total, weights.avgdl
-    values = ", ".join(f"({termid}, {weight!r})" for termid, weight in idf.items())
+    values = ", ".join(f"({termid}, {_double(weight)})" for termid, weight in idf.items())
     id_list = ", ".join(str(termid) for termid in idf)
+    # tf (k1 + 1) / (tf + k1 (1 - b + b len / avgdl)), its constants folded here and written as DOUBLEs:
+    # a literal such as 1.2 is a DECIMAL to DuckDB, and DECIMAL arithmetic made this query take twice as
+    # long (2,000 notes, a question with "the": ~22 against ~12 ms).
+    top, flat, per_len = _double(K1 + 1), _double(K1 * (1 - B)), _double(K1 * B / avgdl)
     sql = (
         "SELECT docs.name, "
-        f"sum(q.idf * t.tf * ({K1} + 1) / (t.tf + {K1} * (1 - {B} + {B} * docs.len / {avgdl!r}))) AS bm25, "
+        f"sum(q.idf * t.tf * {top} / (t.tf + {flat} + {per_len} * docs.len)) AS bm25, "
         "sum(q.idf) AS covered "
         f"FROM (SELECT docid, termid, count(*) AS tf FROM {SCHEMA}.terms WHERE termid IN ({id_list}) "
         "GROUP BY docid, termid) t "

@@ -10,7 +10,6 @@ and the caller takes the writer's path instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from mnemo.errors import IndexBusy
@@ -19,14 +18,6 @@ from mnemo.index.duck import connect
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.identity import identity_from
 from mnemo.index.reader import DuckReader
-
-
-@dataclass(frozen=True)
-class FileStamp:
-    """What the index recorded of a file on disk: changed size or mtime mean it must be read again."""
-
-    mtime: float
-    size: int
 
 
 def _wal(path: Path) -> Path:
@@ -68,9 +59,11 @@ class Snapshot:
             return None
         return cls(con, identity)
 
-    def file_stamps(self) -> dict[str, FileStamp]:
+    def file_stamps(self) -> dict[str, tuple[float, int]]:
+        """What the index recorded of each file on disk, by path: (mtime, size), as
+        :meth:`mnemo.workspace.layout.Workspace.stamps` reads them (a changed one must be read again)."""
         rows = self.con.execute("SELECT path, mtime, size FROM files").fetchall()
-        return {path: FileStamp(float(mtime), int(size)) for path, mtime, size in rows}
+        return {path: (mtime, size) for path, mtime, size in rows}
 
     def reader(self) -> DuckReader:
         """The read API on this snapshot; keyword scores come from SQL (no postings are loaded)."""

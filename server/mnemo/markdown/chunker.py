@@ -24,7 +24,6 @@ text only, so editing one section leaves the keys of every other section's chunk
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,6 +78,8 @@ def approx_tokens(text: str) -> int:
 
 
 def _make_chunk(path: str, start: int, end: int, heading_path: tuple[str, ...], text: str) -> Chunk:
+    import hashlib  # here: a reader imports this module for CHUNKER_VERSION and need not load OpenSSL
+
     content_hash = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     key_src = path + "\x1f" + " > ".join(heading_path) + "\x1f" + content_hash
     key = hashlib.sha256(key_src.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -93,14 +93,7 @@ class ReadOnlyMemory:
 
     def _changed_on_disk(self, snapshot: Snapshot) -> bool:
         """A file was added, changed or removed on disk since it was indexed (a stat each)."""
-        known = snapshot.file_stamps()
-        seen = 0
-        for memory_file, stat in self.workspace.scan():
-            stamp = known.get(memory_file.path)
-            if stamp is None or (stamp.mtime, stamp.size) != (stat.st_mtime, stat.st_size):
-                return True
-            seen += 1
-        return seen != len(known)
+        return snapshot.file_stamps() != self.workspace.stamps()
 
     def search(
         self,

@@ -8,12 +8,9 @@ DuckDB, NumPy or index code at all.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import socket
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +28,9 @@ def socket_path_for(index_dir: Path) -> Path:
     path = index_dir / "memory.sock"
     if len(str(path)) < 100:
         return path
+    import hashlib
+    import tempfile
+
     digest = hashlib.sha256(str(index_dir).encode()).hexdigest()[:16]
     base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"mnemo-{os.getuid()}"
     base.mkdir(mode=0o700, exist_ok=True)
@@ -39,6 +39,8 @@ def socket_path_for(index_dir: Path) -> Path:
 
 def call(path: Path, request: dict[str, Any], timeout_s: float = 120.0) -> Any:
     """One request over the writer's socket and its result (an error reply raises MnemoError)."""
+    import socket  # (with no writer running, a one-shot command never needs it)
+
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout_s)
         sock.connect(str(path))

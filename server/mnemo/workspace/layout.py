@@ -12,11 +12,10 @@ Kinds:
 
 from __future__ import annotations
 
-import calendar
 import fnmatch
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
@@ -107,6 +106,8 @@ def _archive_day(name: str) -> date | None:
     found = _ARCHIVE_MONTH.match(name)
     if found is None:
         return None
+    import calendar  # (and its locale module: only for a session archive)
+
     year, month = int(found.group(1)), int(found.group(2))
     return date(year, month, calendar.monthrange(year, month)[1])
 
@@ -163,6 +164,10 @@ class Workspace:
         self.ignore = tuple(ignore)
         self._ignore_re = re.compile(
             "|".join(f"(?:{fnmatch.translate(p)})" for p in self.ignore) if self.ignore else r"(?!x)x"
+        )
+        # Patterns with no wildcard (the defaults: node_modules, .git, ...) match only themselves.
+        self._ignore_names = (
+            None if any(c in p for p in self.ignore for c in "*?[") else frozenset(self.ignore)
         )
         self.extra_paths = tuple(p.strip("/") for p in extra_paths if p.strip("/"))
         self.include_sessions = include_sessions
@@ -225,6 +230,9 @@ class Workspace:
             return False
         if parts is None:
             parts = rel_path.split("/")
+        names = self._ignore_names
+        if names is not None:
+            return rel_path in names or any(p in names for p in parts)
         match = self._ignore_re.match
         return match(rel_path) is not None or any(match(p) is not None for p in parts)
 
@@ -273,27 +281,48 @@ class Workspace:
             raise WorkspacePathError(f"{rel_path}: no such memory file")
         return resolved, memory_file
 
+    def is_memory(self, rel_path: str) -> bool:
+        """``classify(rel_path) is not None``, without building the answer: a topic or daily note
+        (``memory/NAME.md``, the most of any workspace) is memory unless hidden or ignored, whatever
+        its name says of its kind."""
+        if rel_path.startswith("memory/") and rel_path.endswith(".md"):
+            name = rel_path[7:]
+            if name and "/" not in name and "\\" not in name:
+                return not self.is_ignored(rel_path, ("memory", name))
+        return self.classify(rel_path) is not None
+
     # -- scanning -------------------------------------------------------------------------------
     def scan(self) -> Iterator[tuple[MemoryFile, os.stat_result]]:
         """Every memory file on disk, skipping symlinks (no escapes) and ignored paths."""
+        for rel, stat in self._found(self.classify):
+            memory_file = self.classify(rel)  # remembered by _found's call
+            if memory_file is not None:
+                yield memory_file, stat
+
+    def stamps(self) -> dict[str, tuple[float, int]]:
+        """Every memory file :meth:`scan` finds, by path: its (mtime, size), as an index records them
+        (what a read-only search compares to learn whether anything changed since the index)."""
+        return {rel: (stat.st_mtime, stat.st_size) for rel, stat in self._found(self.is_memory)}
+
+    def _found(self, keep: Callable[[str], object]) -> Iterator[tuple[str, os.stat_result]]:
+        """The paths ``keep`` is true of, under the folders memory can be in, with their lstat."""
         roots = ["memory", "skills", *self.extra_paths, "sessions"]  # sessions/: archives, transcripts
         for top in MEMORY_FILES:
             path = self.root / top
             if path.is_file() and not path.is_symlink():
-                memory_file = self.classify(top)
-                if memory_file is not None:
-                    yield memory_file, path.stat()
+                if keep(top):
+                    yield top, path.stat()
                 break
         seen: set[str] = set()
         for top in roots:
             base = self.root / top
             if not base.is_dir() or base.is_symlink():
                 continue
-            yield from self._walk(str(base), top, seen)
+            yield from self._walk(str(base), top, seen, keep)
 
     def _walk(
-        self, folder: str, rel_folder: str, seen: set[str]
-    ) -> Iterator[tuple[MemoryFile, os.stat_result]]:
+        self, folder: str, rel_folder: str, seen: set[str], keep: Callable[[str], object]
+    ) -> Iterator[tuple[str, os.stat_result]]:
         """Depth-first over a folder with scandir (one lstat a file, symlinks never followed)."""
         try:
             with os.scandir(folder) as it:
@@ -307,14 +336,11 @@ class Workspace:
             try:
                 if entry.is_dir(follow_symlinks=False):
                     if not self.is_ignored(rel):
-                        yield from self._walk(entry.path, rel, seen)
+                        yield from self._walk(entry.path, rel, seen, keep)
                     continue
-                if rel in seen:
-                    continue
-                memory_file = self.classify(rel)
-                if memory_file is None:
+                if rel in seen or not keep(rel):
                     continue
                 seen.add(rel)
-                yield memory_file, entry.stat(follow_symlinks=False)
+                yield rel, entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # deleted while scanning
