@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mnemo.cli.filters import search_filters
-from mnemo.memory.citations import get_args
 from mnemo.memory.limits import check_max_results
 
 if TYPE_CHECKING:
@@ -334,6 +333,7 @@ def print_results(outcome: dict[str, Any], explain: bool) -> None:
 # -- get and status ---------------------------------------------------------------------------------------
 def cmd_get(args: argparse.Namespace) -> int:
     from mnemo import wire
+    from mnemo.memory.citations import get_args
     from mnemo.memory.reading import FileLines
 
     # "memory/a.md#L3-L9" and "memory/a.md:12" read the cited lines

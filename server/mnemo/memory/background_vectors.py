@@ -20,7 +20,7 @@ from typing import Literal
 from mnemo.index.api import IndexReader
 from mnemo.index.engine import IndexEngine
 from mnemo.index.pending import EMBED_BATCH, Cancel, StepResult
-from mnemo.memory.status import vectors_note
+from mnemo.memory.notes import vectors_note
 
 log = logging.getLogger(__name__)
 

@@ -25,14 +25,15 @@ from typing import TYPE_CHECKING, TypeAlias
 from mnemo.config import ConfigProblem, Settings
 from mnemo.index import INDEX_FILE
 from mnemo.memory.limits import check_search
+from mnemo.memory.notes import KEYWORD_ONLY_NOTE, vectors_note
 from mnemo.memory.reading import FileLines, read_lines
-from mnemo.memory.status import KEYWORD_ONLY_NOTE, IndexStatus, SyncProgress, VectorProgress, vectors_note
 from mnemo.workspace.layout import Workspace
 
 if TYPE_CHECKING:  # imported by the calls that open the index: a command a server answers loads none
     from mnemo.embeddings import Embedder
     from mnemo.index.api import IndexIdentity
     from mnemo.index.snapshot import Snapshot
+    from mnemo.memory.status import IndexStatus
     from mnemo.search.results import SearchOutcome
 
 EmbedderFor: TypeAlias = "Callable[[IndexIdentity | None], Embedder]"
@@ -174,6 +175,8 @@ class ReadOnlyMemory:
 
     def status(self) -> IndexStatus:
         """As :meth:`MemoryService.status` for an index no process is writing."""
+        from mnemo.memory.status import IndexStatus, SyncProgress, VectorProgress
+
         snapshot, _ = self._open()
         try:
             reader = snapshot.reader()

@@ -24,10 +24,11 @@ from mnemo.memory.background_vectors import FEW_PENDING, PendingVectors, Vectors
 from mnemo.memory.buffers import EditorBuffers, apply_edits
 from mnemo.memory.feedback import FeedbackBook, FeedbackResult
 from mnemo.memory.limits import check_search
+from mnemo.memory.notes import KEYWORD_ONLY_NOTE
 from mnemo.memory.reading import FileLines, read_lines
 from mnemo.memory.recording import RetrievalRecorder
 from mnemo.memory.recovery import Recovery
-from mnemo.memory.status import KEYWORD_ONLY_NOTE, IndexState, IndexStatus, not_built, read_status
+from mnemo.memory.status import IndexState, IndexStatus, not_built, read_status
 from mnemo.search.filters import SearchFilters, check_filters
 from mnemo.search.hybrid import HybridSearcher
 from mnemo.search.results import SearchOutcome

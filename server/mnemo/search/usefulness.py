@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from mnemo.config import SearchSettings
 from mnemo.index.api import IndexReader
-from mnemo.index.feedback import Tally
 from mnemo.search import ranking, select
 
 if TYPE_CHECKING:
+    from mnemo.index.feedback import Tally
     from mnemo.search.results import SearchHit, SearchOutcome
 
 OVERFETCH = 2
