@@ -10,7 +10,8 @@ system in turn, round after round (so a change of machine load hits all of them 
 - ``daemon``: the same with ``mnemo serve --daemon`` holding the index, warm (one call answered before
   the timed ones; its own CPU per call is read from ``/proc`` and reported apart);
 - ``before``: the same command from another source tree (``--before``: e.g. ``git archive HEAD server``
-  unpacked somewhere), run with ``PYTHONPATH`` pointing at it;
+  unpacked somewhere), run with ``PYTHONPATH`` pointing at it, on a copy of the workspace which that tree
+  indexed (the two may differ in their index's schema);
 - ``qmd``: ``qmd search --format json -n 10`` (``--qmd``; installed by benchmarks/peers/install.py).
 
 ``--index`` also times indexing from the command line, round after round: a full index of a fresh copy
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -242,8 +244,12 @@ def main(argv: list[str] | None = None) -> int:
         queries = [n.query for n in spec.needles[: args.queries]]
         command = [sys.executable, "-m", "mnemo", "search", "--json", "-k", "10", "-w", str(ws)]
         systems = [System("mnemo one-shot", command, env)]
-        if args.before:
-            systems.append(System("mnemo before", command, python_env(str(args.before.resolve()))))
+        if args.before:  # its own copy, indexed by that tree (an index of another schema is rebuilt)
+            old_ws, old_env = Path(tmp) / "ws-before", python_env(str(args.before.resolve()))
+            shutil.copytree(ws, old_ws, ignore=shutil.ignore_patterns(".mnemo"))
+            mnemo_cli("index", "-w", str(old_ws), env=old_env)
+            old_command = [*command[:-1], str(old_ws)]
+            systems.append(System("mnemo before", old_command, old_env))
         if args.qmd:
             systems.append(qmd_system(ws, Path(tmp) / "qmd"))
         daemon = None if args.no_daemon else System("mnemo via daemon (client)", command, env)

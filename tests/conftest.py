@@ -66,6 +66,18 @@ def check_consistent(con) -> dict[str, int]:  # type: ignore[no-untyped-def]
     assert set(doc_ids) == chunk_ids, "fts docs differ from chunks"
     (num_docs,) = con.execute("SELECT num_docs FROM fts_main_chunks.stats").fetchone()
     assert num_docs == len(chunk_ids)
+    # Each chunk's postings count its terms (docs.len) and carry that length; each df counts postings.
+    (bad_postings,) = con.execute(
+        "SELECT count(*) FROM fts_main_chunks.docs d FULL JOIN (SELECT name, sum(tf) AS n, min(len) AS lo, "
+        "max(len) AS hi FROM fts_main_chunks.postings GROUP BY name) p ON p.name = d.name "
+        "WHERE coalesce(p.n, 0) <> coalesce(d.len, -1) OR (p.name IS NOT NULL AND (p.lo <> d.len OR p.hi <> d.len))"
+    ).fetchone()
+    assert bad_postings == 0, "fts postings differ from the docs' lengths"
+    (bad_df,) = con.execute(
+        "SELECT count(*) FROM fts_main_chunks.dict k LEFT JOIN (SELECT termid, count(*) AS n "
+        "FROM fts_main_chunks.postings GROUP BY termid) p ON p.termid = k.termid WHERE coalesce(p.n, 0) <> k.df"
+    ).fetchone()
+    assert bad_df == 0, "fts document frequencies differ from the postings"
     return {"files": len(paths), "chunks": len(chunk_ids)}
 
 

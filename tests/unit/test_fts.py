@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import random
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from mnemo.index import fts, fts_build
 from mnemo.index.duck import load_extension
+from mnemo.index.duckdb_native import duckdb
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.search.ranking import text_score
 from mnemo.text.terms import query_terms, terms_string
@@ -70,6 +72,26 @@ def _scores(store: ChunkStore, terms: list[str]) -> dict[str, tuple[float, float
     return {keys[cid]: (s, c, t) for cid, s, c, t in fts.search(store.con, terms, limit=10_000)}
 
 
+def _term_counts(con: duckdb.DuckDBPyConnection, s: str) -> list[tuple[str, str, int, int]]:
+    """(chunk key, term, occurrences, chunk length): from our postings, or from the extension's
+    ``terms`` (a row per occurrence) once ``create_fts_index`` has replaced them."""
+    ours = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = 'postings'", [s]
+    ).fetchone()
+    if ours == (1,):
+        sql = (
+            f"SELECT c.key, k.term, p.tf, p.len FROM {s}.postings p JOIN chunks c ON c.id = p.name "
+            f"JOIN {s}.dict k ON k.termid = p.termid"
+        )
+    else:
+        sql = (
+            f"SELECT c.key, k.term, count(*), any_value(d.len) FROM {s}.terms t "
+            f"JOIN {s}.docs d ON d.docid = t.docid JOIN chunks c ON c.id = d.name "
+            f"JOIN {s}.dict k ON k.termid = t.termid GROUP BY ALL"
+        )
+    return [(key, term, int(tf), int(n)) for key, term, tf, n in con.execute(sql).fetchall()]
+
+
 def _fts_tables(store: ChunkStore) -> dict[str, object]:
     con = store.con
     s = fts.SCHEMA
@@ -78,12 +100,7 @@ def _fts_tables(store: ChunkStore) -> dict[str, object]:
         "docs": sorted(
             con.execute(f"SELECT c.key, d.len FROM {s}.docs d JOIN chunks c ON c.id = d.name").fetchall()
         ),
-        "terms": sorted(
-            con.execute(
-                f"SELECT c.key, k.term, count(*) FROM {s}.terms t JOIN {s}.docs d ON d.docid = t.docid "
-                f"JOIN chunks c ON c.id = d.name JOIN {s}.dict k ON k.termid = t.termid GROUP BY ALL"
-            ).fetchall()
-        ),
+        "terms": sorted(_term_counts(con, s)),
         "stats": con.execute(f"SELECT num_docs, round(coalesce(avgdl, 0), 9) FROM {s}.stats").fetchall(),
     }
 
@@ -204,8 +221,15 @@ EXTENSION_BUILD = (
 
 
 def _extension_build(store: ChunkStore) -> None:
+    """The extension's own index over ``chunks``, with its ``terms`` counted into our ``postings`` (so
+    that :func:`mnemo.index.fts.search` reads what the extension found)."""
     load_extension(store.con, "fts")
     store.con.execute(EXTENSION_BUILD)
+    s = fts.SCHEMA
+    store.con.execute(
+        f"CREATE TABLE {s}.postings AS SELECT t.termid, d.name, count(*)::INTEGER AS tf, "
+        f"any_value(d.len)::INTEGER AS len FROM {s}.terms t JOIN {s}.docs d ON d.docid = t.docid GROUP BY ALL"
+    )
 
 
 def _extension_tables(store: ChunkStore) -> dict[str, object]:
@@ -248,7 +272,7 @@ def test_rebuild_equals_the_extensions_build(tmp_path: Path, seed: int) -> None:
     store = _fresh(tmp_path / "x.duckdb", rows)
     try:
         # Stored by term (a search's few terms then sit in few row groups), each term's documents in order.
-        stored = store.con.execute(f"SELECT termid, docid FROM {fts.SCHEMA}.terms").fetchall()
+        stored = store.con.execute(f"SELECT termid, name FROM {fts.SCHEMA}.postings").fetchall()
         assert stored == sorted(stored) and len({t for t, _ in stored}) > 40
         assert _fts_tables(store) == _extension_tables(store)
         for query in ["run", "服务器", "café", "memory search", "general", "𝒜lpha"]:
@@ -303,7 +327,12 @@ def test_document_frequencies_count_each_document_once(n_terms: int) -> None:
     assert sorted(zip(term_ids.tolist(), doc_ids.tolist(), strict=True)) == list(
         zip(terms.tolist(), docs.tolist(), strict=True)
     )
-    assert np.array_equal(fts_build._document_frequencies(docs, terms, n_terms), want)
+    pair_docs, pair_terms, counts = fts_build._counted(docs, terms)
+    assert np.array_equal(np.bincount(pair_terms, minlength=n_terms), want)
+    occurrences = collections.Counter(zip(term_ids.tolist(), doc_ids.tolist(), strict=True))
+    assert dict(
+        zip(zip(pair_terms.tolist(), pair_docs.tolist(), strict=True), counts.tolist(), strict=True)
+    ) == (occurrences)
 
 
 def test_a_build_never_loads_the_extension_and_a_writers_first_edit_does(tmp_path: Path) -> None:

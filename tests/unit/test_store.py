@@ -108,6 +108,40 @@ def test_other_model_or_dims_is_replaced_only_when_asked(  # type: ignore[no-unt
     keyword.close()
 
 
+def test_an_index_of_an_older_schema_is_rebuilt_from_its_cached_vectors(  # type: ignore[no-untyped-def]
+    sample_workspace: Path, hash_embedder, consistent
+) -> None:
+    from mnemo.index.duck import connect
+    from mnemo.memory.readonly import ReadOnlyMemory, WriterNeeded
+
+    first = _service(sample_workspace, hash_embedder(dims=16, model="hash-v1"))
+    first.sync()
+    embedded = first.status().vectors.embedded
+    first.close()
+    path = _index_path(sample_workspace)
+    con = connect(path)  # as an earlier mnemo left it: its fts terms a row per occurrence, no postings
+    con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    con.execute("DROP TABLE fts_main_chunks.postings")
+    con.execute("CREATE TABLE fts_main_chunks.terms(docid BIGINT, fieldid BIGINT, termid BIGINT)")
+    con.close()
+    assert read_identity(path) is None
+
+    settings, _ = load_settings(sample_workspace)
+    alone = ReadOnlyMemory(
+        Workspace(sample_workspace), settings, lambda _: hash_embedder(dims=16, model="hash-v1")
+    )
+    with pytest.raises(WriterNeeded):  # a one-shot read leaves it to the writer's path
+        alone.search("PostgreSQL")
+    again = _service(sample_workspace, hash_embedder(dims=16, model="hash-v1"))
+    report = again.sync(replace="none")  # even a read's sync: the old file cannot be searched
+    assert report.rebuilt and report.chunks_embedded == 0  # every vector came from the old file's cache
+    assert read_identity(path) is not None
+    assert again.status().vectors.embedded == embedded
+    consistent(again.indexer.store.con)
+    _check_search(again)
+    again.close()
+
+
 def test_other_chunker_settings_rebuild_on_a_write_sync_only(  # type: ignore[no-untyped-def]
     sample_workspace: Path, services_factory
 ) -> None:

@@ -1,21 +1,22 @@
-"""BM25 over the tables of DuckDB's fts extension, kept current incrementally.
+"""BM25 over fts tables of mnemo's own, kept current incrementally.
 
-The index is the extension's ``fts_main_chunks.{dict,docs,terms,stats}`` (with its ``fields`` and
-``stopwords``) over the pre-tokenised ``chunks.terms`` column (words plus CJK bigrams, see
-:mod:`mnemo.text.terms`; whitespace is the only separator, so nothing non-ASCII is dropped). The
+The tables live in the schema DuckDB's fts extension uses (``fts_main_chunks``): ``docs``, ``dict`` and
+``stats`` as the extension makes them, and ``postings`` instead of its ``terms``. They index the
+pre-tokenised ``chunks.terms`` column (words plus CJK bigrams, see :mod:`mnemo.text.terms`; whitespace
+is the only separator, so nothing non-ASCII is dropped), with the extension's Porter stems. The
 extension cannot update its index, builds it slowly and its per-row ``match_bm25`` macro is slow, so
 mnemo:
 
-- creates those tables itself, with the extension's names and columns (:func:`create_empty`), fills
-  them after a bulk load (:func:`rebuild`) with Porter stems from :mod:`mnemo.text.stems` (the same
-  libstemmer algorithm as the extension's ``stem``), and adds and removes documents in them (tests check
-  the tables equal a fresh ``create_fts_index``). Only a writer's first edit loads the extension, for
-  its ``stem`` in SQL; loading it, mostly checking its signature, cost ~40 ms of every start before;
+- creates the tables itself (:func:`create_empty`), fills them after a bulk load (:func:`rebuild`) with
+  Porter stems from :mod:`mnemo.text.stems` (the same libstemmer algorithm as the extension's ``stem``),
+  and adds and removes documents in them (tests check them against a fresh ``create_fts_index``). Only
+  a writer's first edit loads the extension, for its ``stem`` in SQL; loading it, mostly checking its
+  signature, cost ~40 ms of every start before;
+- keeps a posting per (term, chunk) with its count and the chunk's length (``postings``), where the
+  extension keeps a row per occurrence and a search has to count them and join the lengths: a question
+  with "the" read 108,530 rows at 2,000 notes instead of 13,964;
 - scores a query set-wise with the extension's BM25 formula (k1 = 1.2, b = 0.75), OR over terms,
   returning the IDF mass of the query terms each chunk covers as well.
-
-An index made by an earlier mnemo also holds the extension's macros (``match_bm25``, ``tokenize``);
-nothing calls them.
 """
 
 from __future__ import annotations
@@ -34,27 +35,26 @@ B = 0.75
 _TABLES = (
     "docs(docid BIGINT, name BIGINT, len BIGINT)",
     "dict(termid BIGINT, term VARCHAR, df BIGINT)",
-    "terms(docid BIGINT, fieldid BIGINT, termid BIGINT)",
+    "postings(termid BIGINT, name BIGINT, tf INTEGER, len INTEGER)",
     "stats(num_docs BIGINT, avgdl DOUBLE)",
-    "fields(fieldid BIGINT, field VARCHAR)",
-    "stopwords(sw VARCHAR)",
 )
-"""The tables ``PRAGMA create_fts_index('chunks', 'id', 'terms', ...)`` makes, as it makes them."""
+"""``docs``, ``dict`` and ``stats`` as ``PRAGMA create_fts_index('chunks', 'id', 'terms', ...)`` makes
+them; ``postings``: a term's chunks (``name``: the chunk id, as in ``docs``), how often it occurs in
+each (``tf``) and the chunk's length in terms (``len``, as ``docs.len``: a chunk never changes)."""
 
 
 def create_empty(con: duckdb.DuckDBPyConnection) -> None:
-    """The fts schema with empty tables (a previous one dropped), as the extension makes it for no rows."""
+    """The fts schema with empty tables (a previous one dropped)."""
     con.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
     con.execute(f"CREATE SCHEMA {SCHEMA}")
     for table in _TABLES:
         con.execute(f"CREATE TABLE {SCHEMA}.{table}")
-    con.execute(f"INSERT INTO {SCHEMA}.fields VALUES (0, 'terms')")
     con.execute(f"INSERT INTO {SCHEMA}.stats VALUES (0, NULL)")
 
 
 def rebuild(con: duckdb.DuckDBPyConnection) -> None:
-    """Fill the fts tables from ``chunks.terms`` from scratch (after a bulk load; a repair), equal to
-    what ``create_fts_index`` builds, in a sixth of its CPU time (:mod:`mnemo.index.fts_build`); a
+    """Fill the fts tables from ``chunks.terms`` from scratch (after a bulk load; a repair), with what
+    ``create_fts_index`` would find, in a sixth of its CPU time (:mod:`mnemo.index.fts_build`); a
     missing or partial schema is made again first (:func:`create_empty`)."""
     from mnemo.index import fts_build  # NumPy and Arrow: loaded by a build only, not by every read
 
@@ -103,8 +103,9 @@ def add_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
         f"WHERE term NOT IN (SELECT term FROM {SCHEMA}.dict))"
     )
     con.execute(
-        f"INSERT INTO {SCHEMA}.terms SELECT d.docid, 0, k.termid FROM fts_new_tokens t "
-        f"JOIN {SCHEMA}.docs d ON d.name = t.name JOIN {SCHEMA}.dict k ON k.term = t.term"
+        f"INSERT INTO {SCHEMA}.postings SELECT k.termid, t.name, count(*), any_value(d.len) "
+        f"FROM fts_new_tokens t JOIN {SCHEMA}.docs d ON d.name = t.name "
+        f"JOIN {SCHEMA}.dict k ON k.term = t.term GROUP BY k.termid, t.name"
     )
     con.execute(
         f"UPDATE {SCHEMA}.dict SET df = df + x.n FROM "
@@ -119,19 +120,15 @@ def remove_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
     """Forget chunks about to be deleted from ``chunks``."""
     if not ids:
         return
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE fts_gone AS "
-        f"SELECT docid FROM {SCHEMA}.docs WHERE name IN (SELECT unnest(?::BIGINT[]))",
-        [list(ids)],
-    )
+    con.execute("CREATE OR REPLACE TEMP TABLE fts_gone AS SELECT unnest(?::BIGINT[]) AS name", [list(ids)])
     con.execute(
         f"UPDATE {SCHEMA}.dict SET df = df - x.n FROM "
-        f"(SELECT termid, count(DISTINCT docid) AS n FROM {SCHEMA}.terms "
-        " WHERE docid IN (SELECT docid FROM fts_gone) GROUP BY termid) x "
+        f"(SELECT termid, count(*) AS n FROM {SCHEMA}.postings "
+        " WHERE name IN (SELECT name FROM fts_gone) GROUP BY termid) x "
         "WHERE dict.termid = x.termid"
     )
-    con.execute(f"DELETE FROM {SCHEMA}.terms WHERE docid IN (SELECT docid FROM fts_gone)")
-    con.execute(f"DELETE FROM {SCHEMA}.docs WHERE docid IN (SELECT docid FROM fts_gone)")
+    con.execute(f"DELETE FROM {SCHEMA}.postings WHERE name IN (SELECT name FROM fts_gone)")
+    con.execute(f"DELETE FROM {SCHEMA}.docs WHERE name IN (SELECT name FROM fts_gone)")
     con.execute("DROP TABLE fts_gone")
     _refresh_stats(con)
 
@@ -193,8 +190,9 @@ def search(
     terms' :func:`query_weights` when the caller has them already (a second query of the same terms).
 
     Two queries: the query terms' ids, document frequencies and the collection statistics first
-    (:func:`query_weights`); then the postings of just those term ids (inlined as constants, which DuckDB scans several times faster
-    than a join against a subquery), scored with the extension's BM25 (k1 = 1.2, b = 0.75).
+    (:func:`query_weights`); then the postings of just those term ids (inlined as constants, which
+    DuckDB scans several times faster than a join against a subquery), scored with the extension's BM25
+    (k1 = 1.2, b = 0.75).
 
     The total IDF mass counts every query term: a term no chunk contains counts at the known terms'
     mean IDF, so a chunk matching one word of a long question covers little of it, while question
@@ -212,20 +210,19 @@ def search(
     # a literal such as 1.2 is a DECIMAL to DuckDB, and DECIMAL arithmetic made this query take twice as
     # long (2,000 notes, a question with "the": ~22 against ~12 ms).
     top, flat, per_len = _double(K1 + 1), _double(K1 * (1 - B)), _double(K1 * B / avgdl)
+    # No join: a posting holds its count and its chunk's length; a term's postings sit together.
     sql = (
-        "SELECT docs.name, "
-        f"sum(q.idf * t.tf * {top} / (t.tf + {flat} + {per_len} * docs.len)) AS bm25, "
+        "SELECT p.name, "
+        f"sum(q.idf * p.tf * {top} / (p.tf + {flat} + {per_len} * p.len)) AS bm25, "
         "sum(q.idf) AS covered "
-        f"FROM (SELECT docid, termid, count(*) AS tf FROM {SCHEMA}.terms WHERE termid IN ({id_list}) "
-        "GROUP BY docid, termid) t "
-        f"JOIN (VALUES {values}) q(termid, idf) ON q.termid = t.termid "
-        f"JOIN {SCHEMA}.docs docs ON docs.docid = t.docid "
+        f"FROM {SCHEMA}.postings p JOIN (VALUES {values}) q(termid, idf) ON q.termid = p.termid "
+        f"WHERE p.termid IN ({id_list}) "
     )
     if only_ids is not None:  # inlined: DuckDB's client converts a list parameter ~25 µs an element
         ids = ", ".join(str(int(i)) for i in only_ids)
-        sql += f"WHERE docs.name IN (SELECT unnest([{ids}]::BIGINT[])) GROUP BY docs.name ORDER BY bm25 DESC"
+        sql += f"AND p.name IN (SELECT unnest([{ids}]::BIGINT[])) GROUP BY p.name ORDER BY bm25 DESC"
         scored = con.execute(sql).fetchall()
     else:
-        sql += f"GROUP BY docs.name ORDER BY bm25 DESC LIMIT {int(limit)}"
+        sql += f"GROUP BY p.name ORDER BY bm25 DESC LIMIT {int(limit)}"
         scored = con.execute(sql).fetchall()
     return [(int(i), float(b), float(c), total) for i, b, c in scored]

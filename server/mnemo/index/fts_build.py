@@ -1,10 +1,10 @@
 """A full build of the fts tables (:func:`mnemo.index.fts.rebuild`): NumPy and Arrow work, kept out of
 :mod:`mnemo.index.fts`, which every read imports.
 
-The same tables ``create_fts_index`` builds (tests check it, and its ``match_bm25`` macro reads them), in
-a sixth of its CPU time: the terms are split and numbered in Arrow, each distinct token is stemmed once
-(the extension splits with a regex and stems every occurrence), and the postings go in as Arrow arrays.
-Term ids may be numbered in another order than the extension's; nothing depends on their order.
+What ``create_fts_index`` would find (tests check it), in a sixth of its CPU time: the terms are split
+and numbered in Arrow, each distinct token is stemmed once (the extension splits with a regex and stems
+every occurrence), occurrences are counted into postings in NumPy, and they go in as Arrow arrays. Term
+ids may be numbered in another order than the extension's; nothing depends on their order.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from mnemo.index.duckdb_native import duckdb
 from mnemo.text.stems import porter_stem_list
 
-TABLES = ("docs", "dict", "terms", "stats")
+TABLES = ("docs", "dict", "postings", "stats")
 
 
 def fill(con: duckdb.DuckDBPyConnection, schema: str) -> None:
@@ -24,30 +24,35 @@ def fill(con: duckdb.DuckDBPyConnection, schema: str) -> None:
     got = con.execute("SELECT id, terms FROM chunks").to_arrow_table()
     doc_ids, tokens, vocabulary = _postings(got.column("terms"))
     stem_of, terms = _stems(vocabulary)
+    lengths = np.bincount(doc_ids, minlength=got.num_rows).astype(np.int64)
+    names = got.column("id").to_numpy()
     # Ordered by term: a search reads a few terms' rows, and DuckDB skips the row groups whose term ids
     # are out of its range (a one-shot search's BM25 over 2,000 notes: ~20% less time).
-    by_term_docs, by_term_terms = _by_term(doc_ids, stem_of[tokens], len(terms))
+    term_docs, term_ids, counts = _counted(*_by_term(doc_ids, stem_of[tokens], len(terms)))
     # Arrow tables read by DuckDB's replacement scans below.
     new_docs = pa.table(  # noqa: F841
-        {
-            "docid": np.arange(got.num_rows, dtype=np.int64),
-            "name": got.column("id"),
-            "len": np.bincount(doc_ids, minlength=got.num_rows).astype(np.int64),
-        }
+        {"docid": np.arange(got.num_rows, dtype=np.int64), "name": names, "len": lengths}
     )
     new_dict = pa.table(  # noqa: F841
         {
             "termid": np.arange(len(terms), dtype=np.int64),
             "term": terms,
-            "df": _document_frequencies(by_term_docs, by_term_terms, len(terms)),
+            "df": np.bincount(term_ids, minlength=len(terms)).astype(np.int64),
         }
     )
-    new_terms = pa.table({"docid": by_term_docs, "termid": by_term_terms})  # noqa: F841
+    new_postings = pa.table(  # noqa: F841
+        {
+            "termid": term_ids.astype(np.int64),
+            "name": names[term_docs].astype(np.int64),
+            "tf": counts,
+            "len": lengths[term_docs].astype(np.int32),
+        }
+    )
     for table in TABLES:
         con.execute(f"DELETE FROM {schema}.{table}")
     con.execute(f"INSERT INTO {schema}.docs (docid, name, len) SELECT * FROM new_docs")
     con.execute(f"INSERT INTO {schema}.dict (termid, term, df) SELECT * FROM new_dict")
-    con.execute(f"INSERT INTO {schema}.terms (docid, fieldid, termid) SELECT docid, 0, termid FROM new_terms")
+    con.execute(f"INSERT INTO {schema}.postings (termid, name, tf, len) SELECT * FROM new_postings")
     # The extension's own statistics query (same division, same rounding).
     con.execute(
         f"INSERT INTO {schema}.stats SELECT count(docs.docid) AS num_docs, "
@@ -91,9 +96,12 @@ def _by_term(doc_ids: np.ndarray, term_ids: np.ndarray, n_terms: int) -> tuple[n
     return doc_ids[order], term_ids[order]
 
 
-def _document_frequencies(docs: np.ndarray, terms: np.ndarray, n_terms: int) -> np.ndarray:
-    """How many documents hold each term: distinct (document, term) pairs counted by term, from postings
-    ordered by term then document (:func:`_by_term`), where a repeated pair is next to its twin."""
+def _counted(docs: np.ndarray, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each distinct (document, term) pair once, with how often it occurs: (documents, terms, counts),
+    from occurrences ordered by term then document (:func:`_by_term`), where a repeated pair is next to
+    its twin. A term's document frequency is then how many pairs it has."""
     first = np.ones(len(terms), dtype=bool)
     first[1:] = (terms[1:] != terms[:-1]) | (docs[1:] != docs[:-1])
-    return np.bincount(terms[first], minlength=n_terms).astype(np.int64)
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, len(terms))).astype(np.int32)
+    return docs[starts], terms[starts], counts

@@ -9,7 +9,7 @@ from mnemo.index.api import IndexIdentity
 from mnemo.markdown.chunker import CHUNKER_VERSION
 from mnemo.text.terms import TERMS_VERSION
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 
 
 def chunker_id(chunking: ChunkingSettings) -> str:

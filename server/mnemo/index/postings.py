@@ -1,8 +1,8 @@
-"""An in-memory copy of the BM25 postings, so a keyword query does not scan the fts ``terms`` table.
+"""An in-memory copy of the BM25 postings, so a keyword query does not scan the fts ``postings`` table.
 
-The fts tables stay the source of truth (and the cache is rebuilt from them); they hold one row per
-token occurrence, ~3 million rows at 10,000 notes, and scanning them was most of a search's time. The
-cache holds, per term id, the chunk ids containing it and their term frequencies (CSR arrays), plus each
+The fts tables stay the source of truth (and the cache is rebuilt from them); they hold a row per term
+and chunk (0.57 as many rows as occurrences at 2,000 synthetic notes), and scanning them was most of a
+search's time. The cache holds, per term id, the chunk ids containing it and their term frequencies (CSR arrays), plus each
 chunk's length, and scores a query with NumPy using the same BM25 as :func:`mnemo.index.fts.search`
 (k1 = 1.2, b = 0.75, the same IDF and coverage). Term ids, document frequencies and the collection
 statistics still come from DuckDB in one small query, so they are exact.
@@ -45,10 +45,7 @@ class PostingsCache:
             self._loaded = False
 
     def _load(self, con: duckdb.DuckDBPyConnection) -> None:
-        got = con.execute(
-            f"SELECT t.termid, d.name, count(*)::FLOAT AS tf FROM {SCHEMA}.terms t "
-            f"JOIN {SCHEMA}.docs d ON d.docid = t.docid GROUP BY t.termid, d.name ORDER BY t.termid"
-        ).fetchnumpy()
+        got = con.execute(f"SELECT termid, name, tf FROM {SCHEMA}.postings ORDER BY termid").fetchnumpy()
         termids = np.asarray(got["termid"], np.int64)
         self._ids = _narrow(np.asarray(got["name"], np.int64))
         self._tfs = np.asarray(got["tf"], np.float32)  # (term counts: exact in a float32)
@@ -85,9 +82,8 @@ class PostingsCache:
             if not added:
                 return
             got = con.execute(
-                f"SELECT t.termid, d.name, count(*)::DOUBLE AS tf, any_value(d.len) AS len "
-                f"FROM {SCHEMA}.terms t JOIN {SCHEMA}.docs d ON d.docid = t.docid "
-                "WHERE d.name IN (SELECT unnest(?::BIGINT[])) GROUP BY t.termid, d.name",
+                f"SELECT termid, name, tf, len FROM {SCHEMA}.postings "
+                "WHERE name IN (SELECT unnest(?::BIGINT[]))",
                 [list(added)],
             ).fetchnumpy()
             termids = np.asarray(got["termid"], np.int64)
