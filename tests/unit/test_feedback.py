@@ -260,3 +260,21 @@ def test_harvest_is_repaired_and_retried_as_any_other_write(
     harvested = services.memory.harvest_feedback(reply.session_id)
     assert [(r.turn, r.signal) for r in harvested] == [(1, "tool")]
     assert len(calls) == 2 and services.memory.recovery.count == repairs + 1
+
+
+def test_tally_weights_are_doubles_not_decimals() -> None:
+    """A bare 0.5 in SQL is a DECIMAL: its sums came back as Python Decimals, and DuckDB's client loaded
+    the decimal module into every search that read a tally."""
+    from mnemo.index import feedback
+    from mnemo.index.duckdb_native import duckdb
+
+    con = duckdb.connect()
+    try:
+        feedback.ensure(con)
+        kinds = con.execute(
+            f"SELECT typeof(sum({feedback.weight_sql()})), typeof(coalesce(sum({feedback.weight_sql()}), 0)) "
+            "FROM feedback"
+        ).fetchone()
+    finally:
+        con.close()
+    assert kinds == ("DOUBLE", "DOUBLE")

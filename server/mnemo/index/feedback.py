@@ -78,10 +78,14 @@ class Tally:
 def weight_sql() -> str:
     """How much one row counts in a tally (:data:`SIGNAL_WEIGHTS`, :data:`UNCITED`), in SQL over the
     ``feedback`` table's columns (both engines' tallies)."""
+    # float8 (DOUBLE to DuckDB, double precision to PostgreSQL): a bare 0.5 is a DECIMAL, or a numeric,
+    # whose sums come back as Python Decimals (DuckDB's client imports the decimal module for them).
     signals = (
-        "CASE signal " + " ".join(f"WHEN '{s}' THEN {w!r}" for s, w in SIGNAL_WEIGHTS.items()) + " ELSE 0 END"
+        "CASE signal "
+        + " ".join(f"WHEN '{s}' THEN {w!r}::float8" for s, w in SIGNAL_WEIGHTS.items())
+        + " ELSE 0 END"
     )
-    return f"(({signals}) * (CASE WHEN cited = false THEN {UNCITED!r} ELSE 1 END))"
+    return f"(({signals}) * (CASE WHEN cited = false THEN {UNCITED!r}::float8 ELSE 1 END))"
 
 
 def ensure(con: duckdb.DuckDBPyConnection) -> None:
