@@ -26,13 +26,13 @@ from mnemo.config import ConfigProblem, Settings
 from mnemo.index import INDEX_FILE
 from mnemo.memory.limits import check_search
 from mnemo.memory.notes import KEYWORD_ONLY_NOTE, vectors_note
-from mnemo.memory.reading import FileLines, read_lines
 from mnemo.workspace.layout import Workspace
 
 if TYPE_CHECKING:  # imported by the calls that open the index: a command a server answers loads none
     from mnemo.embeddings import Embedder
     from mnemo.index.api import IndexIdentity
     from mnemo.index.snapshot import Snapshot
+    from mnemo.memory.reading import FileLines
     from mnemo.memory.status import IndexStatus
     from mnemo.search.results import SearchOutcome
 
@@ -208,4 +208,6 @@ class ReadOnlyMemory:
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> FileLines:
         """Lines of a memory file from disk (no index needed)."""
+        from mnemo.memory.reading import read_lines
+
         return read_lines(self.workspace, {}, path, from_line, lines)
