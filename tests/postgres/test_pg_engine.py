@@ -14,11 +14,12 @@ import pytest
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.errors import IndexUnavailable
 from mnemo.index import pg_schema
-from mnemo.index.api import ChunkRow, FileMeta, IndexReader
+from mnemo.index.api import IndexReader
 from mnemo.index.indexer import Indexer
 from mnemo.index.pg_connect import connect
 from mnemo.index.pg_indexer import PgIndexer
 from mnemo.index.pg_store import FileWrite, PgStore
+from mnemo.index.writer_api import ChunkRow, FileMeta
 from mnemo.text.terms import query_terms, terms_string
 from mnemo.workspace.layout import Workspace
 from tests.conftest import SAMPLE_NOTES, HashEmbedder, write_files

@@ -11,9 +11,9 @@ import psycopg
 import pytest
 
 from mnemo.index import pg_schema, pg_terms, pg_topk
-from mnemo.index.api import ChunkRow
 from mnemo.index.pg_connect import connect
 from mnemo.index.pg_store import PgStore
+from mnemo.index.writer_api import ChunkRow
 from mnemo.text.terms import terms_string
 from tests.postgres.helpers import fresh_database
 

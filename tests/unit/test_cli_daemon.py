@@ -169,6 +169,9 @@ NOT_FOR_A_KEYWORD_SEARCH = (
     "mnemo.index.store",
     "mnemo.cli.chat",
     "mnemo.cli.gateway",
+    "mnemo.index.writer_api",  # the writer's rows and protocol
+    "mnemo.memory.status",  # (the search notes are in mnemo.memory.notes)
+    "mnemo.memory.reading",
     # and from the standard library, what only a writer, a server or a client of one needs
     "socket",
     "hashlib",

@@ -23,9 +23,10 @@ from tests.conftest import HashEmbedder, write_files
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder, NoneEmbedder
 from mnemo.index import pending
-from mnemo.index.api import ChunkRecord, IndexReader, IndexWriter
+from mnemo.index.api import ChunkRecord, IndexReader
 from mnemo.index.file_rows import embedding_input
 from mnemo.index.indexer import Indexer
+from mnemo.index.writer_api import IndexWriter
 from mnemo.markdown.chunker import chunk_markdown
 from mnemo.search.filters import SearchFilters
 from mnemo.text.terms import query_terms

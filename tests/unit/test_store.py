@@ -312,7 +312,7 @@ def test_reads_never_rebuild_and_switching_back_costs_nothing(  # type: ignore[n
 def test_a_build_is_one_transaction_until_its_indexes(tmp_path: Path) -> None:
     from mnemo.index import fts
     from mnemo.index import store as store_module
-    from mnemo.index.api import ChunkRow, FileMeta
+    from mnemo.index.writer_api import ChunkRow, FileMeta
     from mnemo.text.terms import terms_string
 
     def stage(store: ChunkStore, name: str, text: str) -> None:

@@ -1,7 +1,9 @@
-"""What the rest of mnemo needs from an index engine: a READER for search and services, a WRITER for
-the indexer. DuckDB (:mod:`mnemo.index.reader`, :mod:`mnemo.index.store`) is the default engine;
-another one (PostgreSQL) implements the same two protocols and passes the same contract tests
-(``tests/unit/test_index_reader.py``).
+"""What the rest of mnemo needs from an index engine: a READER for search and services (here), a WRITER
+for the indexer (:mod:`mnemo.index.writer_api`, with the rows it takes). DuckDB
+(:mod:`mnemo.index.reader`, :mod:`mnemo.index.store`) is the default engine; another one (PostgreSQL)
+implements the same two protocols and passes the same contract tests
+(``tests/unit/test_index_reader.py``). A search that only reads (``mnemo search`` alone) imports
+this module and not the writer's.
 
 Rules every engine keeps, so both rank alike (ranking stays in Python, :mod:`mnemo.search`):
 
@@ -20,8 +22,7 @@ This module changes only additively (new optional methods or fields); it imports
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Protocol
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # annotations only: a keyword one-shot search never loads Num
 from mnemo.workspace.layout import MEMORY_FILES  # the ``memory`` filter kind's files; re-exported
 
 
-# -- what is written -------------------------------------------------------------------------------
+# -- what the index was built with -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class IndexIdentity:
     """What the index was built with. Another identity is searched as it is (keyword-only when the
@@ -44,51 +45,6 @@ class IndexIdentity:
     model: str
     dims: int
     chunker: str
-
-
-@dataclass
-class ChunkRow:
-    """A chunk to insert (:meth:`IndexWriter.insert_chunks`); ``terms``: our tokenizer's terms of what
-    the model embeds (heading path and text), whitespace-separated; ``hash``: the chunk's content hash."""
-
-    key: str
-    path: str
-    source: str
-    kind: str
-    day: str | None
-    start_line: int
-    end_line: int
-    heading: str
-    text: str
-    terms: str
-    hash: str
-
-
-@dataclass(frozen=True)
-class FileMeta:
-    """A file's front matter as search filters use it."""
-
-    tags: tuple[str, ...] = ()
-    project: str | None = None
-    type: str | None = None
-    day: str | None = None
-    """ISO date from the front matter's ``date``, when it is a valid one."""
-
-
-@dataclass(frozen=True)
-class PendingChunk:
-    """A chunk committed without a vector, waiting for the model."""
-
-    id: int
-    key: str
-    input: str
-    """What the model sees (:func:`mnemo.index.indexer.embedding_input`: heading path, newline, text)."""
-
-    @property
-    def digest(self) -> str:
-        import hashlib  # (OpenSSL's library: not loaded by a process that only reads)
-
-        return hashlib.sha256(self.input.encode("utf-8")).hexdigest()
 
 
 # -- rows ------------------------------------------------------------------------------------------
@@ -193,23 +149,6 @@ class KeywordHit:
     total: float
 
 
-@dataclass(frozen=True)
-class FileState:
-    """What the indexer compares with the disk to skip unchanged files."""
-
-    digest: str
-    mtime: float
-    size: int
-
-
-@dataclass(frozen=True)
-class ChunkSlot:
-    """A chunk already indexed for a file: its id and whether it has a vector yet."""
-
-    id: int
-    has_vector: bool
-
-
 class ChunkFilter(Protocol):
     """Which chunks a search may consider (:class:`mnemo.search.filters.SearchFilters` is one).
 
@@ -297,120 +236,16 @@ class IndexReader(Protocol):
         ...
 
 
-# -- the writer ------------------------------------------------------------------------------------
-class IndexWriter(Protocol):
-    """The single writer's view of an index (what :class:`mnemo.index.indexer.Indexer` and
-    :mod:`mnemo.index.pending` call). Writes happen inside :meth:`transaction`; a crash leaves every
-    file either old or new. Several writer processes may share one engine (PostgreSQL) as long as each
-    file's upsert is one transaction keyed by content hash."""
-
-    @property
-    def identity(self) -> IndexIdentity: ...
-
-    def transaction(self) -> contextlib.AbstractContextManager[object]:
-        """Commit on exit, roll back on an exception."""
-        ...
-
-    # files
-    def file_states(self) -> Mapping[str, FileState]:
-        """Every indexed file's content digest, mtime and size, by path."""
-        ...
-
-    def file_problems(self) -> list[FileProblem]: ...
-
-    def chunk_keys(self, path: str) -> dict[str, ChunkSlot]:
-        """The current chunks of ``path`` by key."""
-        ...
-
-    def upsert_file(
-        self,
-        path: str,
-        kind: str,
-        source: str,
-        day: str | None,
-        digest: str,
-        mtime: float,
-        size: int,
-        chunks: int,
-        problem: str | None,
-    ) -> None:
-        """Replace the ``files`` row of ``path``."""
-        ...
-
-    def touch_file(self, path: str, mtime: float, size: int) -> None:
-        """A file whose content is unchanged got a new mtime/size."""
-        ...
-
-    def delete_file(self, path: str) -> None:
-        """Forget ``path``: its chunks, their keyword postings, its files and metadata rows."""
-        ...
-
-    def delete_chunks(self, ids: Sequence[int]) -> None: ...
-
-    def move_chunks(self, moves: Sequence[tuple[int, int, int]]) -> None:
-        """New line ranges ``(chunk id, start, end)`` of kept chunks."""
-        ...
-
-    def insert_chunks(
-        self,
-        rows: Sequence[ChunkRow],
-        vectors: np.ndarray | None,
-        *,
-        live: bool,
-        pending: Sequence[bool] = (),
-    ) -> None:
-        """Add chunks with vectors (rows marked ``pending`` get none yet); ``live``: searchable by
-        keyword at commit (a building index indexes keywords once at the end)."""
-        ...
-
-    def write_meta(self, path: str, meta: FileMeta) -> None:
-        """Replace the front-matter row (tags, project, type, date) of ``path``."""
-        ...
-
-    def meta_paths(self) -> set[str]:
-        """Paths that have a metadata row."""
-        ...
-
-    # embedding cache: (provider, model, sha256 of the embedded text) -> vector, every model's kept
-    def cached_embeddings(self, hashes: Sequence[str]) -> dict[str, np.ndarray]: ...
-
-    def cache_embeddings(self, items: dict[str, np.ndarray]) -> None: ...
-
-    # pending vectors (chunks committed with their keyword side only)
-    def pending_batch(self, limit: int) -> list[PendingChunk]:
-        """Up to ``limit`` chunks without a vector, most useful first (:data:`mnemo.index.pending.PRIORITY`)."""
-        ...
-
-    def fill_vectors(self, chunks: Sequence[PendingChunk], vectors: np.ndarray) -> int:
-        """Give still-pending ``chunks`` (same id and key) their vectors; returns how many."""
-        ...
-
-    def counts(self) -> IndexCounts: ...
-
-    # retrieval statistics (history, not cache)
-    def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:
-        """Append search results, each ``(chunk_key, path, start_line, end_line, query, searched_at,
-        vector, text, decay, weight, score, rank)`` (:func:`mnemo.memory.retrievals.rows_for`); read
-        back by :meth:`IndexReader.chunk_stats`."""
-        ...
-
-
 __all__ = [
     "MEMORY_FILES",
     "ChunkFilter",
     "ChunkRecord",
-    "ChunkRow",
-    "ChunkSlot",
     "ChunkStats",
-    "FileMeta",
     "FileProblem",
-    "FileState",
     "IndexCounts",
     "IndexIdentity",
     "IndexReader",
-    "IndexWriter",
     "KeywordHit",
     "LastRetrieval",
-    "PendingChunk",
     "VectorHit",
 ]

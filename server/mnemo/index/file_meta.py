@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from datetime import date
 
-from mnemo.index.api import FileMeta
 from mnemo.index.batches import Columns, batch_view
 from mnemo.index.duckdb_native import duckdb
+from mnemo.index.writer_api import FileMeta
 from mnemo.markdown.frontmatter import parse_front_matter
 
 __all__ = ["DDL", "FileMeta", "delete", "ensure", "extract", "known", "split_tags", "write", "write_many"]

@@ -12,10 +12,10 @@ from typing import Literal
 
 from mnemo.config import ChunkingSettings
 from mnemo.index import file_meta
-from mnemo.index.api import ChunkRow, ChunkSlot
 from mnemo.index.pending import Vectors
 from mnemo.index.sources import SourceText
 from mnemo.index.store import ChunkStore
+from mnemo.index.writer_api import ChunkRow, ChunkSlot
 from mnemo.markdown.chunker import Chunk, chunk_markdown
 from mnemo.markdown.frontmatter import parse_front_matter
 from mnemo.text.terms import terms_string

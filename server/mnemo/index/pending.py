@@ -38,9 +38,9 @@ from typing import Protocol
 import numpy as np
 
 from mnemo.embeddings import Embedder
-from mnemo.index.api import IndexWriter, PendingChunk
 from mnemo.index.batches import Columns, VectorColumn, batch_view
 from mnemo.index.duckdb_native import duckdb
+from mnemo.index.writer_api import IndexWriter, PendingChunk
 
 DEFER_INDEX_MIN = 1_024
 """Pending vectors from which they are filled without the HNSW index, built once when the last is in."""

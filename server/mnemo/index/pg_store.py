@@ -1,4 +1,4 @@
-"""PgStore: the writer's side of the PostgreSQL engine (:class:`mnemo.index.api.IndexWriter`).
+"""PgStore: the writer's side of the PostgreSQL engine (:class:`mnemo.index.writer_api.IndexWriter`).
 
 Several writers (editors, gateways, ``mnemo index`` on several machines) may share one database. Every
 write runs in a transaction that first takes the namespace's advisory lock
@@ -20,15 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import psycopg
 
-from mnemo.index.api import (
-    ChunkRow,
-    ChunkSlot,
-    FileMeta,
-    FileState,
-)
 from mnemo.index.pg_schema import AVERAGE_LENGTH, SCHEMA, impact_sql, namespace_lock
 from mnemo.index.pg_terms import chunk_terms
 from mnemo.index.pg_vectors import GenerationRows
+from mnemo.index.writer_api import ChunkRow, ChunkSlot, FileMeta, FileState
 
 _CHUNK_TYPES = [
     ("id", "bigint"), ("g", "integer"), ("key", "text"), ("path", "text"), ("source", "text"), ("kind", "text"),

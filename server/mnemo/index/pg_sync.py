@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mnemo.index import file_meta
-from mnemo.index.api import ChunkRow, FileMeta
 from mnemo.index.file_rows import chunk_rows, embedding_input, file_problem
 from mnemo.index.sources import SourceText
+from mnemo.index.writer_api import ChunkRow, FileMeta
 from mnemo.markdown.chunker import chunk_markdown
 from mnemo.workspace.layout import FileKind, MemoryFile, Workspace
 

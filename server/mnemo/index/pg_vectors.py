@@ -17,9 +17,10 @@ import numpy as np
 import psycopg
 
 from mnemo.index import pg_feedback
-from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity, PendingChunk
+from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity
 from mnemo.index.feedback import FeedbackRow, RetrievedChunk
 from mnemo.index.pg_schema import PENDING_ORDER, SCHEMA, Generation
+from mnemo.index.writer_api import PendingChunk
 
 CLAIM_LOCK = 0x6D6E6D76  # advisory lock class of chunks claimed for embedding
 _RETRIEVAL_TYPES = [

@@ -24,16 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mnemo.index import file_meta, fts, pending, repair
-from mnemo.index.api import (
-    ChunkRow,
-    ChunkSlot,
-    FileMeta,
-    FileProblem,
-    FileState,
-    IndexCounts,
-    IndexIdentity,
-    PendingChunk,
-)
+from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity
 from mnemo.index.batches import Columns, VectorColumn, batch_view, row_columns
 from mnemo.index.duck import connect, load_extension
 from mnemo.index.duckdb_native import duckdb
@@ -43,6 +34,7 @@ from mnemo.index.reader import CountsMemo, DuckReader
 from mnemo.index.record_cache import RecordCache
 from mnemo.index.side_tables import SideTables
 from mnemo.index.vector_cache import VectorCache
+from mnemo.index.writer_api import ChunkRow, ChunkSlot, FileMeta, FileState, PendingChunk
 
 log = logging.getLogger(__name__)
 
