@@ -176,6 +176,44 @@ def test_long_text_is_windowed_not_truncated(embedder: LocalEmbedder) -> None:
     assert vector @ tax > head_only @ tax + 0.1
 
 
+RESIDENT_AFTER_LONG_TEXTS = """
+import json, sys
+from pathlib import Path
+from mnemo.config import EmbeddingSettings
+from mnemo.embeddings import build_embedder
+
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) // 1024
+
+embedder = build_embedder(EmbeddingSettings(provider="local", threads=1), cache_dir=Path(sys.argv[1]))
+embedder.embed(["warm up"])
+before = rss_mb()
+embedder.embed(["word " * 600, "a short one"])  # two windows (512 + 94 tokens), then a short text
+embedder.embed(["word " * 480, "word " * 100])
+print(json.dumps({"before": before, "after": rss_mb()}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmRSS from /proc")
+def test_a_long_texts_unused_logits_do_not_stay_resident(embedder: LocalEmbedder) -> None:
+    """llama.cpp keeps a logits row per token (~119 KiB for MiniLM) that a pooled model never reads:
+    ~62 MB for a 512-token window, given back to the kernel once the buffer has grown. The release
+    looked at the batch's last decode and was skipped when a shorter text came after the longest:
+    the rows stayed resident (~60 MB)."""
+    embedder.embed(["load the model once"])  # the converted model is in the fixture's cache
+    done = subprocess.run(
+        [sys.executable, "-c", RESIDENT_AFTER_LONG_TEXTS, str(embedder._models_dir.parent)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rss = json.loads(done.stdout.strip().splitlines()[-1])
+    assert rss["after"] - rss["before"] < 30, rss
+
+
 def test_threads_share_one_model(embedder: LocalEmbedder) -> None:
     from concurrent.futures import ThreadPoolExecutor
 

@@ -312,7 +312,8 @@ class LocalEmbedder:
                     pointer = llama_cpp.llama_get_embeddings(llm._ctx.ctx)
                     vector = np.ctypeslib.as_array(pointer, shape=(len(tokens), self._dims)).mean(axis=0)
                 out[row] = vector
-            self._release_logits(llm, max(len(tokens) for tokens in sequences))
+                if len(tokens) > self._released_outputs:  # this decode may have grown the buffer
+                    self._release_logits(llm, len(tokens))
         if not np.all(np.isfinite(out)):
             raise EmbeddingError("llama.cpp produced NaN or infinite embeddings")
         return out
@@ -323,7 +324,12 @@ class LocalEmbedder:
         In embedding mode llama.cpp makes every token an output and reserves a logits row (n_vocab
         floats: 119 KiB for MiniLM) per output, which a pooled embedding model never uses; the rows are
         touched when the buffer is (re)allocated and stay resident: 30-60 MB of a server's RSS. They are
-        not written by later decodes, so releasing them once after the buffer grows keeps them out."""
+        not written by later decodes, so releasing them once after the buffer grows keeps them out.
+
+        Called right after the decode of ``n_tokens`` that may have grown it: the logits and embeddings
+        pointers describe the last decode's outputs (a shorter text decoded after a longer one in the
+        same batch moves the embeddings back, and the layout check below then left the longer text's
+        rows resident: 30 MB after a text of two windows, tests/unit/test_local_embeddings.py)."""
         import llama_cpp
 
         ctx = llm._ctx.ctx
