@@ -240,11 +240,15 @@ def _probe(model: Path, model_key: str, kind: Kind, cache_dir: Path, timeout_s: 
 
 
 @contextlib.contextmanager
-def model_params(extra: bool) -> Iterator[None]:
-    """Within this block, ``llama_cpp.Llama(...)`` loads with ``use_extra_bufts = extra``.
+def model_params(extra: bool, *, one_sequence: bool = False) -> Iterator[None]:
+    """Within this block, ``llama_cpp.Llama(...)`` loads with ``use_extra_bufts = extra``, and with
+    ``one_sequence`` an embedding context holds one sequence.
 
-    llama-cpp-python 0.3.x has no keyword for it: ``Llama.__init__`` starts from
-    ``llama_model_default_params()``, which is wrapped here (serialised: it is a module attribute)."""
+    llama-cpp-python 0.3.x has no keyword for either: ``Llama.__init__`` starts from
+    ``llama_model_default_params()``, and in embedding mode sets ``n_seq_max`` to
+    ``llama_max_parallel_sequences()`` (256), for which llama.cpp reserves and touches an output row of
+    n_vocab logits each at once (31 MB for MiniLM) although mnemo decodes one sequence at a time. Both
+    functions are wrapped here (serialised: they are module attributes)."""
     from mnemo.embeddings.threads import brief_spinning
 
     brief_spinning()
@@ -253,6 +257,7 @@ def model_params(extra: bool) -> Iterator[None]:
     native = llama_module.llama_cpp
     with _params_lock:
         original = native.llama_model_default_params
+        original_sequences = native.llama_max_parallel_sequences
 
         def patched() -> Any:
             params = original()
@@ -261,10 +266,13 @@ def model_params(extra: bool) -> Iterator[None]:
             return params
 
         native.llama_model_default_params = patched
+        if one_sequence:
+            native.llama_max_parallel_sequences = lambda: 1
         try:
             yield
         finally:
             native.llama_model_default_params = original
+            native.llama_max_parallel_sequences = original_sequences
 
 
 # -- the probe child ------------------------------------------------------------------------------

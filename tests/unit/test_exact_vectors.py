@@ -191,3 +191,31 @@ def test_a_quiet_writer_checkpoints_what_it_holds_in_memory(
         assert memory.search("edited buffer", min_score=0.0).results[0].path == "memory/n2.md"
     finally:
         memory.close()
+
+
+def test_the_cache_loads_every_vector_page_by_page_whatever_the_gaps_in_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading reads ranges of ids (DuckDB then streams its scan): ranges with no row, ranges past the
+    average and chunks still without a vector must neither lose nor repeat a vector."""
+    from mnemo.index import vector_cache
+
+    store = _store(tmp_path, n=40)
+    try:
+        with store.transaction():  # gaps: every third chunk gone, a few chunks without a vector
+            store.delete_chunks([i for i in range(1, 41) if i % 3 == 0])
+            store.insert_chunks(_rows(5, start=100), _vectors(5, 2), live=True, pending=[True] * 5)
+        want = {
+            int(i): np.asarray(v, np.float32)
+            for i, v in store.con.execute(
+                "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL"
+            ).fetchall()
+        }
+        monkeypatch.setattr(vector_cache, "_LOAD_ROWS", 4)
+        cache = vector_cache.VectorCache(DIMS)
+        got = cache.get(store.con, list(want))
+        assert got is not None and set(got) == set(want) and len(cache._row) == len(want)
+        for cid, vector in want.items():
+            np.testing.assert_allclose(got[cid], vector)
+    finally:
+        store.con.close()

@@ -173,7 +173,10 @@ class LocalEmbedder:
                 # Its C logging goes to our callback; its Python prints to stderr are caught here.
                 captured = io.StringIO()
                 try:
-                    with contextlib.redirect_stderr(captured), native_probe.model_params(extra):
+                    with (
+                        contextlib.redirect_stderr(captured),
+                        native_probe.model_params(extra, one_sequence=True),
+                    ):
                         llm = llama_cpp.Llama(
                             model_path=str(path),
                             embedding=True,
