@@ -5,8 +5,11 @@
 Steps (one process, in order): Python; pygls + lsprotocol (what ``mnemo serve`` imports to answer
 ``initialize``); NumPy; DuckDB; pyarrow; the core (mnemo.memory.service); llama_cpp; the index opened
 (writable, fts + vss loaded); the BM25 postings loaded (one keyword search); the MiniLM model loaded;
-one hybrid search. The workspace must be indexed with the local model (default: the template, indexed
-into a temporary copy first). Variants change one setting each:
+one hybrid search (which loads the writer's vectors and rows); a long text embedded (a 512-token window
+and a short one: llama.cpp's output buffer grows to its largest). Each step shows the RSS after it and,
+in parentheses, the highest RSS during it (VmHWM, reset before each step through
+``/proc/self/clear_refs``). The workspace must be indexed with the local model (default: the template,
+indexed into a temporary copy first). Variants change one setting each:
 
 - ``default``: as mnemo runs today;
 - ``blas1``: ``OPENBLAS_NUM_THREADS=1`` before NumPy loads (the command line sets it);
@@ -21,6 +24,7 @@ mapped model count once touched). Prints one Markdown table; MB = 2**20 bytes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -42,20 +46,35 @@ STEPS = [
     "keyword search",
     "model loaded",
     "hybrid search",
+    "long text embedded",
 ]
 VARIANTS = ("default", "blas1", "nommap", "duck1", "q8")
 
 
-def rss_mb() -> float:
+def _status_mb(field: str) -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
 
 
-def child(ws: Path, variant: str) -> dict[str, float]:
+class _Steps(dict[str, tuple[float, float]]):
+    """Step name -> (VmRSS after it, VmHWM during it), the peak reset after each reading."""
+
+    def __setitem__(self, step: str, rss: float) -> None:  # type: ignore[override]
+        super().__setitem__(step, (rss, _status_mb("VmHWM")))
+        with contextlib.suppress(OSError):
+            Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+
+
+def rss_mb() -> float:
+    return _status_mb("VmRSS")
+
+
+def child(ws: Path, variant: str) -> dict[str, tuple[float, float]]:
     """The steps in this process (a fresh one per variant)."""
-    out = {"python": rss_mb()}
+    out = _Steps()
+    out["python"] = rss_mb()
     import lsprotocol.types  # noqa: F401
     import pygls.lsp.server  # noqa: F401
 
@@ -104,6 +123,8 @@ def child(ws: Path, variant: str) -> dict[str, float]:
     out["model loaded"] = rss_mb()
     memory.search("what database did we choose for billing")
     out["hybrid search"] = rss_mb()
+    memory.embedder.embed(["word " * 600, "a short text"])
+    out["long text embedded"] = rss_mb()
     services.close()
     return out
 
@@ -140,14 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", nargs=2, metavar=("WS", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(Path(args.child[0]), args.child[1])))
+        print(json.dumps(dict(child(Path(args.child[0]), args.child[1]))))
         return 0
     env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="mnemo-bench-memory-") as tmp:
         ws = args.workspace or Path(tmp) / "ws"
         if args.workspace is None:
             index_template(ws, env)
-        rows: dict[str, dict[str, float]] = {}
+        rows: dict[str, dict[str, list[float]]] = {}
         for variant in args.variants.split(","):
             run_env = dict(env)
             target = ws
@@ -178,10 +199,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             rows[variant] = json.loads(done.stdout.strip().splitlines()[-1])
     names = list(rows)
-    print("| VmRSS MB after | " + " | ".join(names) + " |")
+    print("| VmRSS MB after (peak during) | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
     for step in STEPS:
-        print(f"| {step} | " + " | ".join(f"{rows[n][step]:.0f}" for n in names) + " |")
+        cells = (f"{rows[n][step][0]:.0f} ({rows[n][step][1]:.0f})" for n in names)
+        print(f"| {step} | " + " | ".join(cells) + " |")
     return 0
 
 
