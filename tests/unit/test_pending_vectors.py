@@ -352,3 +352,52 @@ def test_listeners_hear_when_background_embedding_has_caught_up(make_workspace) 
     finally:
         embedder.gate.set()
         memory.close()
+
+
+def test_read_ahead_batches_keep_the_order_and_see_new_and_deleted_chunks(tmp_path: Path) -> None:
+    """The writer reads pending chunks ahead (one ordered scan for several batches): batches still come
+    in priority order, a chunk inserted meanwhile that comes first is next, and a deleted one is never
+    handed out."""
+    from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
+
+    def row(key: str, path: str, day: str | None) -> ChunkRow:
+        return ChunkRow(key, path, "memory", "daily" if day else "evergreen", day, 1, 1, "", key, key, key)
+
+    store = ChunkStore.create(tmp_path / "index.duckdb.building", IndexIdentity("test", "m", 4, "c"))
+    try:
+        rows = [row(f"d{i:02d}", f"memory/2026-01-{i + 1:02d}.md", f"2026-01-{i + 1:02d}") for i in range(20)]
+        store.insert_chunks(rows, np.zeros((20, 4), np.float32), live=False, pending=[True] * 20)
+        store.finish_indexes()
+        newest_first = [f"d{i:02d}" for i in range(19, -1, -1)]
+        assert [c.key for c in store.pending_batch(3)] == newest_first[:3]
+        assert [c.key for c in store.pending_batch(3)] == newest_first[3:6]  # from what was read ahead
+        with store.transaction():  # MEMORY.md comes before any daily note; d13 goes away
+            store.insert_chunks(
+                [row("m", "MEMORY.md", None)], np.zeros((1, 4), np.float32), live=True, pending=[True]
+            )
+            store.delete_chunks(
+                [c for (c,) in store.con.execute("SELECT id FROM chunks WHERE key = 'd13'").fetchall()]
+            )
+        # (the six handed out above were not filled: they are still pending, and come again in order)
+        assert [c.key for c in store.pending_batch(4)] == ["m", "d19", "d18", "d17"]
+        assert "d13" not in [c.key for c in store.pending_batch(30)]
+    finally:
+        store.con.close()
+
+
+def test_the_embedding_cache_answers_hex_digests_inlined_and_any_other_key_as_a_parameter(
+    tmp_path: Path,
+) -> None:
+    from mnemo.index.store import ChunkStore, IndexIdentity
+
+    store = ChunkStore.create(tmp_path / "index.duckdb.building", IndexIdentity("test", "m", 4, "c"))
+    try:
+        vector = np.arange(4, dtype=np.float32)
+        with store.transaction():
+            store.cache_embeddings({"ab12": vector, "it's": vector + 1})
+        got = store.cached_embeddings(["ab12", "ffff"])
+        assert list(got) == ["ab12"] and np.array_equal(got["ab12"], vector)
+        odd = store.cached_embeddings(["it's", "ab12"])  # not a hex digest: never written into the SQL
+        assert set(odd) == {"it's", "ab12"} and np.array_equal(odd["it's"], vector + 1)
+    finally:
+        store.con.close()

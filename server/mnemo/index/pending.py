@@ -48,6 +48,10 @@ DEFER_INDEX_MIN = 1_024
 EMBED_BATCH = 32
 """Pending chunks embedded per committed batch (a couple of seconds of a local model on a busy CPU)."""
 
+READ_AHEAD = 16
+"""Batches a writer reads ahead of pending chunks at once (:meth:`mnemo.index.store.ChunkStore.pending_batch`):
+ordering every pending row for each batch of 32 made a fill's batches slower the more rows were pending."""
+
 PRIORITY = (
     "CASE WHEN path IN ('MEMORY.md', 'memory.md') THEN 0 WHEN kind = 'session' THEN 3 "
     "WHEN day IS NOT NULL THEN 1 ELSE 2 END, day DESC NULLS LAST, path, start_line"

@@ -5,6 +5,7 @@ for hovers and lenses) and the feedback on chat turns. A mixin of :class:`mnemo.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger(__name__)
+
+_HEX = re.compile(r"[0-9a-f]{1,128}")
+"""A digest as the embedding cache keys texts (sha256, hex): safe to write into SQL as it is."""
 
 _RETRIEVAL_COLUMNS = [
     ("chunk_key", "VARCHAR"),
@@ -79,11 +83,19 @@ class SideTables:
     def cached_embeddings(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         if not hashes:
             return {}
-        rows = self.con.execute(
-            "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
-            "AND hash IN (SELECT unnest(?::VARCHAR[]))",
-            [self.identity.provider, self.identity.model, list(hashes)],
-        ).fetchall()
+        if all(_HEX.fullmatch(h) for h in hashes):  # inlined: a list parameter costs ~50 µs a string
+            listed = ", ".join(f"'{h}'" for h in hashes)
+            rows = self.con.execute(
+                "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
+                f"AND hash IN ({listed})",
+                [self.identity.provider, self.identity.model],
+            ).fetchall()
+        else:
+            rows = self.con.execute(
+                "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
+                "AND hash IN (SELECT unnest(?::VARCHAR[]))",
+                [self.identity.provider, self.identity.model, list(hashes)],
+            ).fetchall()
         return {digest: np.asarray(vector, dtype=np.float32) for digest, vector in rows}
 
     def cache_embeddings(self, items: dict[str, np.ndarray]) -> None:

@@ -112,6 +112,10 @@ class ChunkStore(SideTables):
         self._staged_meta: list[tuple[str, FileMeta]] = []
         self._build_open = False
         """A full build's one transaction is open (see :meth:`flush_staged`)."""
+        self._pending_queue: list[PendingChunk] = []
+        """Pending chunks read ahead in priority order: one ordered scan of the pending rows serves
+        :data:`mnemo.index.pending.READ_AHEAD` batches. Dropped whenever chunks are inserted or deleted
+        (a new chunk may come first; a deleted one is not embedded for nothing)."""
         with contextlib.suppress(duckdb.Error):  # an index from before the table: added, no rebuild
             file_meta.ensure(con)
         if identity.dims > 0:
@@ -261,6 +265,7 @@ class ChunkStore(SideTables):
     def delete_chunks(self, ids: Sequence[int]) -> None:
         if not ids:
             return
+        self._pending_queue = []
         fts.remove_docs(self.con, ids)
         self._fts_removed.extend(ids)
         self._vectors_changed.extend(ids)
@@ -337,6 +342,7 @@ class ChunkStore(SideTables):
         Rows marked in ``pending`` get a NULL vector: embedded later (:mod:`mnemo.index.pending`)."""
         if not rows:
             return
+        self._pending_queue = []
         first = self.con.execute("SELECT nextval('chunk_ids') FROM range(?)", [len(rows)]).fetchall()
         ids = [row[0] for row in first]
         columns: Columns = {
@@ -369,7 +375,10 @@ class ChunkStore(SideTables):
 
     # -- pending vectors (mnemo.index.pending) -----------------------------------------------------
     def pending_batch(self, limit: int) -> list[PendingChunk]:
-        return pending.pending_batch(self.con, limit)
+        if len(self._pending_queue) < limit:
+            self._pending_queue = pending.pending_batch(self.con, limit * pending.READ_AHEAD)
+        batch, self._pending_queue = self._pending_queue[:limit], self._pending_queue[limit:]
+        return batch
 
     def fill_vectors(self, chunks: Sequence[PendingChunk], vectors: np.ndarray) -> int:
         self._vectors_changed.extend(c.id for c in chunks)
