@@ -401,3 +401,50 @@ def test_the_embedding_cache_answers_hex_digests_inlined_and_any_other_key_as_a_
         assert set(odd) == {"it's", "ab12"} and np.array_equal(odd["it's"], vector + 1)
     finally:
         store.con.close()
+
+
+def test_the_writers_counts_follow_fills_edits_and_rollbacks_without_counting_again(
+    tmp_path: Path,
+) -> None:
+    from mnemo.index.reader import DuckReader
+    from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
+    from mnemo.index.writer_api import PendingChunk
+
+    def row(key: str) -> ChunkRow:
+        return ChunkRow(key, f"memory/{key}.md", "memory", "evergreen", None, 1, 1, "", key, key, key)
+
+    def counted() -> object:
+        return DuckReader(store.con, store.identity).counts()  # no memo: counted now
+
+    store = ChunkStore.create(tmp_path / "index.duckdb.building", IndexIdentity("test", "m", 4, "c"))
+    try:
+        store.insert_chunks(
+            [row(f"k{i}") for i in range(6)], np.zeros((6, 4), np.float32), live=False, pending=[True] * 6
+        )
+        store.finish_indexes()
+        assert store.counts() == counted() and store.counts().pending == 6
+        batch = store.pending_batch(2)
+        with store.transaction():
+            store.fill_vectors(batch, np.ones((2, 4), np.float32))
+        assert store.counts() == counted() and (store.counts().embedded, store.counts().pending) == (2, 4)
+        with store.transaction():  # filled twice: the second fill finds nothing pending
+            store.fill_vectors(batch, np.ones((2, 4), np.float32))
+        assert store.counts() == counted()
+        try:
+            with store.transaction():
+                store.fill_vectors(store.pending_batch(2), np.ones((2, 4), np.float32))
+                raise RuntimeError("rolled back")
+        except RuntimeError:
+            pass
+        assert store.counts() == counted() and store.counts().pending == 4
+        with store.transaction():
+            store.insert_chunks([row("new")], np.ones((1, 4), np.float32), live=True)
+            store.delete_chunks([batch[0].id])
+            store.upsert_file("memory/new.md", "evergreen", "memory", None, "d", 1.0, 1, 1, None)
+        assert store.counts() == counted() and store.counts().files == 1
+        gone = PendingChunk(10_000, "nope", "nothing")  # not in the index: nothing is filled
+        with store.transaction():
+            store.fill_vectors([gone], np.ones((1, 4), np.float32))
+        assert store.counts() == counted()
+    finally:
+        store.con.close()
