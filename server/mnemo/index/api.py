@@ -58,6 +58,10 @@ class IndexCounts:
     embedded: int = 0
     pending: int = 0
 
+    def after_fill(self, filled: int) -> IndexCounts:
+        """The counts once ``filled`` pending chunks got their vectors."""
+        return IndexCounts(self.files, self.chunks, self.embedded + filled, self.pending - filled)
+
 
 @dataclass(frozen=True)
 class FileProblem:

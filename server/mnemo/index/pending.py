@@ -88,6 +88,24 @@ def pending_batch(con: duckdb.DuckDBPyConnection, limit: int) -> list[PendingChu
     ]
 
 
+class ReadAhead:
+    """Pending chunks read ahead in priority order, :data:`READ_AHEAD` batches at once (one ordered scan
+    of the pending rows, not one a batch). :meth:`drop` it whenever chunks are inserted or deleted: a new
+    chunk may come first, and a deleted one is not embedded for nothing."""
+
+    def __init__(self) -> None:
+        self._queue: list[PendingChunk] = []
+
+    def take(self, con: duckdb.DuckDBPyConnection, limit: int) -> list[PendingChunk]:
+        if len(self._queue) < limit:
+            self._queue = pending_batch(con, limit * READ_AHEAD)
+        batch, self._queue = self._queue[:limit], self._queue[limit:]
+        return batch
+
+    def drop(self) -> None:
+        self._queue = []
+
+
 HNSW_INDEX = "chunks_hnsw"
 
 

@@ -15,7 +15,6 @@ waiting for the model (:mod:`mnemo.index.pending`), searched by keyword meanwhil
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
@@ -114,13 +113,9 @@ class ChunkStore(SideTables):
         self._build_open = False
         """A full build's one transaction is open (see :meth:`flush_staged`)."""
         self._counts: IndexCounts | None = None
-        """The counts as this writer's own writes left them, carried across vector fills (a fill only
-        moves chunks from pending to embedded: counting again read the whole embedding column, 15 ms
-        a batch at 10,000 notes); None after any other write, or a rollback."""
-        self._pending_queue: list[PendingChunk] = []
-        """Pending chunks read ahead in priority order: one ordered scan of the pending rows serves
-        :data:`mnemo.index.pending.READ_AHEAD` batches. Dropped whenever chunks are inserted or deleted
-        (a new chunk may come first; a deleted one is not embedded for nothing)."""
+        """The counts as this writer left them, carried across fills (counting read the embedding
+        column again, 15 ms a batch at 10,000 notes); None after any other write or a rollback."""
+        self._read_ahead = pending.ReadAhead()
         with contextlib.suppress(duckdb.Error):  # an index from before the table: added, no rebuild
             file_meta.ensure(con)
         if identity.dims > 0:
@@ -207,11 +202,9 @@ class ChunkStore(SideTables):
             self._counts = None
             self.con.execute("ROLLBACK")
             raise
-        try:
-            self.con.execute("COMMIT")
-        except BaseException:
-            self._counts = None
-            raise
+        counts, self._counts = self._counts, None  # (kept only if the commit goes through)
+        self.con.execute("COMMIT")
+        self._counts = counts
         self.counts_memo.changed()
         if self._rows_changed:
             changed_rows, self._rows_changed = self._rows_changed, []
@@ -277,7 +270,8 @@ class ChunkStore(SideTables):
     def delete_chunks(self, ids: Sequence[int]) -> None:
         if not ids:
             return
-        self._pending_queue, self._counts = [], None
+        self._counts = None
+        self._read_ahead.drop()
         fts.remove_docs(self.con, ids)
         self._fts_removed.extend(ids)
         self._vectors_changed.extend(ids)
@@ -355,7 +349,8 @@ class ChunkStore(SideTables):
         Rows marked in ``pending`` get a NULL vector: embedded later (:mod:`mnemo.index.pending`)."""
         if not rows:
             return
-        self._pending_queue, self._counts = [], None
+        self._counts = None
+        self._read_ahead.drop()
         first = self.con.execute("SELECT nextval('chunk_ids') FROM range(?)", [len(rows)]).fetchall()
         ids = [row[0] for row in first]
         columns: Columns = {
@@ -388,20 +383,14 @@ class ChunkStore(SideTables):
 
     # -- pending vectors (mnemo.index.pending) -----------------------------------------------------
     def pending_batch(self, limit: int) -> list[PendingChunk]:
-        if len(self._pending_queue) < limit:
-            self._pending_queue = pending.pending_batch(self.con, limit * pending.READ_AHEAD)
-        batch, self._pending_queue = self._pending_queue[:limit], self._pending_queue[limit:]
-        return batch
+        return self._read_ahead.take(self.con, limit)
 
     def fill_vectors(self, chunks: Sequence[PendingChunk], vectors: np.ndarray) -> int:
         self._vectors_changed.extend(c.id for c in chunks)
         filled, indexed = pending.fill_vectors(self.con, self.identity.dims, chunks, vectors)
         self.vector_cache.exact = not indexed  # (the last batch may build it; a first one, drop it)
-        known = self._counts
-        if known is not None:
-            self._counts = dataclasses.replace(
-                known, embedded=known.embedded + filled, pending=known.pending - filled
-            )
+        if self._counts is not None:
+            self._counts = self._counts.after_fill(filled)
         return filled
 
     def counts(self) -> IndexCounts:
