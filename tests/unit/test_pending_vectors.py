@@ -385,7 +385,7 @@ def test_read_ahead_batches_keep_the_order_and_see_new_and_deleted_chunks(tmp_pa
         store.con.close()
 
 
-def test_the_embedding_cache_answers_hex_digests_inlined_and_any_other_key_as_a_parameter(
+def test_the_embedding_cache_answers_any_key_written_into_its_query(
     tmp_path: Path,
 ) -> None:
     from mnemo.index.store import ChunkStore, IndexIdentity
@@ -397,7 +397,7 @@ def test_the_embedding_cache_answers_hex_digests_inlined_and_any_other_key_as_a_
             store.cache_embeddings({"ab12": vector, "it's": vector + 1})
         got = store.cached_embeddings(["ab12", "ffff"])
         assert list(got) == ["ab12"] and np.array_equal(got["ab12"], vector)
-        odd = store.cached_embeddings(["it's", "ab12"])  # not a hex digest: never written into the SQL
+        odd = store.cached_embeddings(["it's", "ab12"])  # a quote in a key is doubled in the SQL
         assert set(odd) == {"it's", "ab12"} and np.array_equal(odd["it's"], vector + 1)
     finally:
         store.con.close()

@@ -12,6 +12,25 @@ tests/test_architecture.py every other module from importing DuckDB but through 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import _duckdb as duckdb
 
-__all__ = ["duckdb"]
+__all__ = ["duckdb", "sql_double", "sql_ids", "sql_strings"]
+
+
+# Values written into SQL as constants. DuckDB's client converts a list parameter element by element
+# (~25 µs an integer, ~50 µs a string), and a constant list is planned and scanned faster than a join.
+def sql_ids(ids: Iterable[int]) -> str:
+    """Integers as a comma-separated list of constants (``IN (...)``, ``[...]``)."""
+    return ", ".join(str(int(i)) for i in ids)
+
+
+def sql_strings(values: Iterable[str]) -> str:
+    """Strings as a comma-separated list of string constants (quotes doubled: any text is safe)."""
+    return ", ".join("'" + value.replace("'", "''") + "'" for value in values)
+
+
+def sql_double(value: float) -> str:
+    """A float as a DOUBLE constant (a plain ``1.5`` is a DECIMAL to DuckDB, and slow to compute with)."""
+    return f"{value!r}::DOUBLE"

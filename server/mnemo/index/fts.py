@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mnemo.index.duckdb_native import duckdb
+from mnemo.index.duckdb_native import duckdb, sql_double, sql_ids, sql_strings
 from mnemo.text.stems import porter_stems
 
 SCHEMA = "fts_main_chunks"
@@ -133,15 +133,6 @@ def remove_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
     _refresh_stats(con)
 
 
-def _double(value: float) -> str:
-    """A float as a DOUBLE constant in SQL (a plain ``1.5`` is a DECIMAL to DuckDB)."""
-    return f"{value!r}::DOUBLE"
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def bm25_idf(num_docs: float, df: float) -> float:
     """BM25's IDF of a term in ``df`` of ``num_docs`` documents (both engines score with it)."""
     return math.log((num_docs - df + 0.5) / (df + 0.5) + 1)
@@ -164,7 +155,7 @@ def query_weights(con: duckdb.DuckDBPyConnection, terms: Sequence[str]) -> Query
     if not stems:
         return None
     # Values inlined: DuckDB plans and runs a flat query with constants far faster than list parameters.
-    literals = ", ".join(_sql_string(s) for s in stems)
+    literals = sql_strings(stems)
     rows = con.execute(
         f"SELECT d.termid, coalesce(d.df, 0), s.num_docs, s.avgdl FROM (SELECT unnest([{literals}]) AS term) q "
         f"LEFT JOIN {SCHEMA}.dict d ON d.term = q.term CROSS JOIN {SCHEMA}.stats s"
@@ -204,12 +195,12 @@ def search(
     if weights is None:
         return []
     idf, total, avgdl = weights.idf, weights.total, weights.avgdl
-    values = ", ".join(f"({termid}, {_double(weight)})" for termid, weight in idf.items())
-    id_list = ", ".join(str(termid) for termid in idf)
+    values = ", ".join(f"({termid}, {sql_double(weight)})" for termid, weight in idf.items())
+    id_list = sql_ids(idf)
     # tf (k1 + 1) / (tf + k1 (1 - b + b len / avgdl)), its constants folded here and written as DOUBLEs:
     # a literal such as 1.2 is a DECIMAL to DuckDB, and DECIMAL arithmetic made this query take twice as
     # long (2,000 notes, a question with "the": ~22 against ~12 ms).
-    top, flat, per_len = _double(K1 + 1), _double(K1 * (1 - B)), _double(K1 * B / avgdl)
+    top, flat, per_len = sql_double(K1 + 1), sql_double(K1 * (1 - B)), sql_double(K1 * B / avgdl)
     # No join: a posting holds its count and its chunk's length; a term's postings sit together.
     sql = (
         "SELECT p.name, "
@@ -219,8 +210,7 @@ def search(
         f"WHERE p.termid IN ({id_list}) "
     )
     if only_ids is not None:  # inlined: DuckDB's client converts a list parameter ~25 µs an element
-        ids = ", ".join(str(int(i)) for i in only_ids)
-        sql += f"AND p.name IN (SELECT unnest([{ids}]::BIGINT[])) GROUP BY p.name ORDER BY bm25 DESC"
+        sql += f"AND p.name IN (SELECT unnest([{sql_ids(only_ids)}]::BIGINT[])) GROUP BY p.name ORDER BY bm25 DESC"
         scored = con.execute(sql).fetchall()
     else:
         sql += f"GROUP BY p.name ORDER BY bm25 DESC LIMIT {int(limit)}"

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mnemo.index.duckdb_native import duckdb
+from mnemo.index.duckdb_native import duckdb, sql_ids
 
 if TYPE_CHECKING:  # NumPy is loaded by the reads that return vectors: a keyword one-shot never does
     import numpy as np
@@ -57,9 +57,8 @@ def vector_literal(vector: np.ndarray) -> str:
 
 def vector_query(literal: str, limit: int, *, within: Sequence[int] | None = None) -> str:
     """Nearest chunks by cosine distance, in the shape DuckDB's vss rewrites to an HNSW index scan;
-    ``within``: only those chunk ids (a filtered search: an exact scan), inlined (DuckDB's client
-    converts a list parameter ~25 µs an element)."""
-    where = f"WHERE id IN (SELECT unnest([{_id_list(within)}]::BIGINT[])) " if within is not None else ""
+    ``within``: only those chunk ids (a filtered search: an exact scan), inlined (:func:`sql_ids`)."""
+    where = f"WHERE id IN (SELECT unnest([{sql_ids(within)}]::BIGINT[])) " if within is not None else ""
     return (
         f"SELECT id, array_cosine_distance(embedding, {literal}) AS distance FROM chunks {where}"
         f"ORDER BY distance LIMIT {int(limit)}"
@@ -86,11 +85,6 @@ def filter_condition(f: ChunkFilter) -> tuple[str, list[object]]:
         parts.append("coalesce(c.day, m.day) <= ?")
         params.append(f.until)
     return " AND ".join(parts) or "true", params
-
-
-def _id_list(ids: Sequence[int]) -> str:
-    """Ids inlined as constants: DuckDB's client converts a list parameter ~25 µs an element."""
-    return ", ".join(str(int(i)) for i in ids)
 
 
 def _record(row: tuple[Any, ...], embedding: np.ndarray | None = None) -> ChunkRecord:
@@ -230,7 +224,7 @@ class DuckReader:
         if missing:
             epoch = cache.epoch if cache is not None else 0
             rows = self.con.execute(
-                f"SELECT {_RECORD} FROM chunks WHERE id IN ({_id_list(missing)})"
+                f"SELECT {_RECORD} FROM chunks WHERE id IN ({sql_ids(missing)})"
             ).fetchall()
             read = [_record(row) for row in rows]
             if cache is not None:
@@ -248,7 +242,7 @@ class DuckReader:
         if cached is not None:
             return cached
         found = self.con.execute(
-            f"SELECT id, embedding FROM chunks WHERE id IN ({_id_list(ids)}) AND embedding IS NOT NULL"
+            f"SELECT id, embedding FROM chunks WHERE id IN ({sql_ids(ids)}) AND embedding IS NOT NULL"
         ).fetchnumpy()
         return dict(zip(found["id"].tolist(), _vectors(found["embedding"]), strict=True))
 

@@ -100,8 +100,7 @@ class ChunkStore(SideTables):
         """Chunk rows recently read by searches; a chunk's row is forgotten when a commit changes it."""
         self._vectors_changed: list[int] = []
         self._fts_added: list[int] = []
-        self._stems_on: duckdb.DuckDBPyConnection | None = None
-        """The connection the fts extension was loaded into (its ``stem``, for edits), if any yet."""
+        self._stems_on: duckdb.DuckDBPyConnection | None = None  # has the fts extension's `stem`
         self._fts_removed: list[int] = []
         self._rows_changed: list[int] = []
         """Chunks this transaction deleted or moved: their kept rows are forgotten at commit."""
@@ -112,9 +111,7 @@ class ChunkStore(SideTables):
         self._staged_meta: list[tuple[str, FileMeta]] = []
         self._build_open = False
         """A full build's one transaction is open (see :meth:`flush_staged`)."""
-        self._counts: IndexCounts | None = None
-        """The counts as this writer left them, carried across fills (counting read the embedding
-        column again, 15 ms a batch at 10,000 notes); None after any other write or a rollback."""
+        self._counts: IndexCounts | None = None  # kept across fills (a recount: 15 ms/batch at 10k notes)
         self._read_ahead = pending.ReadAhead()
         with contextlib.suppress(duckdb.Error):  # an index from before the table: added, no rebuild
             file_meta.ensure(con)
@@ -244,7 +241,7 @@ class ChunkStore(SideTables):
         chunks: int,
         problem: str | None,
     ) -> None:
-        self._counts = None
+        self._rows_written()
         self.con.execute("DELETE FROM files WHERE path = ?", [path])
         self.con.execute(
             "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -261,17 +258,16 @@ class ChunkStore(SideTables):
         return file_meta.known(self.con)
 
     def delete_file(self, path: str) -> None:
+        self._rows_written()
         ids = [row[0] for row in self.con.execute("SELECT id FROM chunks WHERE path = ?", [path]).fetchall()]
         self.delete_chunks(ids)
-        self._counts = None
         self.con.execute("DELETE FROM files WHERE path = ?", [path])
         file_meta.delete(self.con, path)
 
     def delete_chunks(self, ids: Sequence[int]) -> None:
         if not ids:
             return
-        self._counts = None
-        self._read_ahead.drop()
+        self._rows_written()
         fts.remove_docs(self.con, ids)
         self._fts_removed.extend(ids)
         self._vectors_changed.extend(ids)
@@ -332,7 +328,7 @@ class ChunkStore(SideTables):
             self.con.execute("BEGIN TRANSACTION")
             self._build_open = True
         self.insert_chunks(rows, vectors, live=False, pending=pending)
-        self._counts = None
+        self._rows_written()
         with batch_view(self.con, "staged", row_columns(files, _FILE_COLUMNS)):
             self.con.execute("INSERT INTO files SELECT * FROM staged")
         file_meta.write_many(self.con, metas)
@@ -349,8 +345,7 @@ class ChunkStore(SideTables):
         Rows marked in ``pending`` get a NULL vector: embedded later (:mod:`mnemo.index.pending`)."""
         if not rows:
             return
-        self._counts = None
-        self._read_ahead.drop()
+        self._rows_written()
         first = self.con.execute("SELECT nextval('chunk_ids') FROM range(?)", [len(rows)]).fetchall()
         ids = [row[0] for row in first]
         columns: Columns = {
@@ -380,6 +375,11 @@ class ChunkStore(SideTables):
                 self._stems_on = self.con
             fts.add_docs(self.con, ids)
             self._fts_added.extend(ids)
+
+    def _rows_written(self) -> None:
+        """Chunks or files were inserted or deleted: count again, read pending chunks afresh."""
+        self._counts = None
+        self._read_ahead.drop()
 
     # -- pending vectors (mnemo.index.pending) -----------------------------------------------------
     def pending_batch(self, limit: int) -> list[PendingChunk]:

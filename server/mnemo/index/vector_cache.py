@@ -17,12 +17,13 @@ held a second copy of the vectors (~23 MB at 2,000 notes) and can be damaged by 
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from mnemo.index.duckdb_native import duckdb
+from mnemo.index.duckdb_native import duckdb, sql_ids
 
 LIMIT_BYTES = 96 * 1024 * 1024
 """Most memory the cache may take (~65,000 chunks of 384-dim vectors): bigger indexes read from DuckDB."""
@@ -89,7 +90,8 @@ class VectorCache:
             return False
         self._grow(int(count))
         if count:
-            step = -(-(int(high) - int(low) + 1) // -(-int(count) // _LOAD_ROWS))  # ~_LOAD_ROWS a page
+            pages = math.ceil(int(count) / _LOAD_ROWS)
+            step = math.ceil((int(high) - int(low) + 1) / pages)  # ~_LOAD_ROWS rows a page on average
             for start in range(int(low), int(high) + 1, step):
                 ids, vectors = _fetch(con, " AND id >= ? AND id < ?", [start, start + step])
                 for cid, vector in zip(ids.tolist(), vectors, strict=True):
@@ -138,8 +140,7 @@ class VectorCache:
         with self._lock:
             if not self._loaded or not ids:
                 return
-            listed = ", ".join(str(int(i)) for i in ids)
-            fresh_ids, fresh = _fetch(con, f" AND id IN ({listed})")
+            fresh_ids, fresh = _fetch(con, f" AND id IN ({sql_ids(ids)})")
             given = dict(zip(fresh_ids.tolist(), fresh, strict=True))
             for cid in ids:
                 vector = given.get(cid)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from mnemo.errors import MnemoError
 
@@ -113,6 +114,7 @@ def _archive_day(name: str) -> date | None:
 
 
 _UNKNOWN = object()
+K = TypeVar("K")
 CLASSIFY_CACHE_PATHS = 200_000
 
 
@@ -294,24 +296,24 @@ class Workspace:
     # -- scanning -------------------------------------------------------------------------------
     def scan(self) -> Iterator[tuple[MemoryFile, os.stat_result]]:
         """Every memory file on disk, skipping symlinks (no escapes) and ignored paths."""
-        for rel, stat in self._found(self.classify):
-            memory_file = self.classify(rel)  # remembered by _found's call
-            if memory_file is not None:
-                yield memory_file, stat
+        for _, memory_file, stat in self._found(self.classify):
+            yield memory_file, stat
 
     def stamps(self) -> dict[str, tuple[float, int]]:
         """Every memory file :meth:`scan` finds, by path: its (mtime, size), as an index records them
         (what a read-only search compares to learn whether anything changed since the index)."""
-        return {rel: (stat.st_mtime, stat.st_size) for rel, stat in self._found(self.is_memory)}
+        return {rel: (stat.st_mtime, stat.st_size) for rel, _, stat in self._found(self.is_memory)}
 
-    def _found(self, keep: Callable[[str], object]) -> Iterator[tuple[str, os.stat_result]]:
-        """The paths ``keep`` is true of, under the folders memory can be in, with their lstat."""
+    def _found(self, keep: Callable[[str], K | None]) -> Iterator[tuple[str, K, os.stat_result]]:
+        """The paths ``keep`` answers truthily for, under the folders memory can be in, with that answer
+        and their lstat."""
         roots = ["memory", "skills", *self.extra_paths, "sessions"]  # sessions/: archives, transcripts
         for top in MEMORY_FILES:
             path = self.root / top
             if path.is_file() and not path.is_symlink():
-                if keep(top):
-                    yield top, path.stat()
+                kept = keep(top)
+                if kept:
+                    yield top, kept, path.stat()
                 break
         seen: set[str] = set()
         for top in roots:
@@ -321,8 +323,8 @@ class Workspace:
             yield from self._walk(str(base), top, seen, keep)
 
     def _walk(
-        self, folder: str, rel_folder: str, seen: set[str], keep: Callable[[str], object]
-    ) -> Iterator[tuple[str, os.stat_result]]:
+        self, folder: str, rel_folder: str, seen: set[str], keep: Callable[[str], K | None]
+    ) -> Iterator[tuple[str, K, os.stat_result]]:
         """Depth-first over a folder with scandir (one lstat a file, symlinks never followed)."""
         try:
             with os.scandir(folder) as it:
@@ -338,9 +340,12 @@ class Workspace:
                     if not self.is_ignored(rel):
                         yield from self._walk(entry.path, rel, seen, keep)
                     continue
-                if rel in seen or not keep(rel):
+                if rel in seen:
+                    continue
+                kept = keep(rel)
+                if not kept:
                     continue
                 seen.add(rel)
-                yield rel, entry.stat(follow_symlinks=False)
+                yield rel, kept, entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # deleted while scanning
