@@ -332,7 +332,7 @@ class LocalEmbedder:
         Called right after the decode of ``n_tokens`` that may have grown it: the logits and embeddings
         pointers describe the last decode's outputs (a shorter text decoded after a longer one in the
         same batch moves the embeddings back, and the layout check below then left the longer text's
-        rows resident: 30 MB after a text of two windows, tests/unit/test_local_embeddings.py)."""
+        rows resident: 60 MB after a text of two windows, tests/unit/test_embeddings_local.py)."""
         import llama_cpp
 
         ctx = llm._ctx.ctx
