@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from numpy import array as np_array
 
 from mnemo.index import pg_schema, pg_terms, pg_topk
 from mnemo.index.pg_connect import connect
@@ -216,3 +217,35 @@ def test_migration_to_impacts_fills_them_for_an_existing_generation(
         assert _check_queries(con, gid, rng, 30) >= 20
     finally:
         con.close()
+
+
+def test_the_numpy_scan_scores_and_covers_as_a_plain_sum() -> None:
+    """``_score`` adds the shares in one array by chunk id and works out the covered IDF for the chunks
+    it returns only: both against a plain per-chunk sum, on ids dense and spread, with ``only_ids``."""
+    rng = random.Random(5)
+    for spread in (1, 10_000_000):
+        postings = {}
+        for term in ("a", "b", "c"):
+            ids = sorted(rng.sample(range(400), rng.randint(1, 300)))
+            postings[term] = (
+                np_array([i * spread + 7 for i in ids]),
+                np_array([rng.uniform(0.2, 2.0) for _ in ids], float),
+            )
+        idf = {"a": 0.3, "b": 1.7, "c": 0.9, "absent": 2.0}
+        weights = pg_terms.QueryWeights(idf, sum(idf.values()), 50.0)
+        plain: dict[int, list[float]] = {}
+        for term, (ids_, shares) in postings.items():
+            for cid, share in zip(ids_.tolist(), shares.tolist(), strict=True):
+                plain.setdefault(cid, [0.0, 0.0])
+                plain[cid][0] += share * idf[term]
+                plain[cid][1] += idf[term]
+        ranked = sorted(plain.items(), key=lambda item: (-item[1][0], item[0]))
+        top = pg_terms._score(weights, postings, 10, None)
+        assert [round(s, 9) for _, s, _ in top] == [round(v[0], 9) for _, v in ranked[:10]]
+        for cid, bm25, covered in top:
+            assert (bm25, covered) == pytest.approx(plain[cid], abs=1e-9)
+        wanted = rng.sample(sorted(plain), 25) + [3]  # 3: no posting
+        some = pg_terms._score(weights, postings, 0, wanted)
+        assert sorted(cid for cid, _, _ in some) == sorted(c for c in wanted if c in plain)
+        for cid, bm25, covered in some:
+            assert (bm25, covered) == pytest.approx(plain[cid], abs=1e-9)

@@ -124,7 +124,7 @@ SQL_SCORED_IDS = 2_000
 
 
 Postings = tuple[np.ndarray, np.ndarray]
-"""A term's chunk ids and each posting's BM25 share before IDF (``tf*(k1+1) / (tf + k1*(1-b+b*len/avgdl))``,
+"""A term's chunk ids (ascending) and each posting's BM25 share before IDF (``tf*(k1+1) / (tf + k1*(1-b+b*len/avgdl))``,
 at the generation's average length for the version it was read at)."""
 
 
@@ -213,6 +213,9 @@ def _read_postings(
     )
     out = {}
     for term, ids, tfs, lens in rows:
+        if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):  # an index scan's order, unless planned otherwise
+            order = np.argsort(ids, kind="stable")
+            ids, tfs, lens = ids[order], tfs[order], lens[order]
         tf, length = tfs.astype(np.float64), lens.astype(np.float64)
         out[str(term)] = (ids, tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl)))
     return out
@@ -225,32 +228,34 @@ def _score(
     only_ids: Sequence[int] | None,
 ) -> list[tuple[int, float, float]]:
     """BM25 of every chunk in ``postings`` as :class:`mnemo.index.postings.PostingsCache` computes it.
-    A generation's chunk ids are dense: each term's shares are added into arrays indexed by chunk id (a
-    term has one posting per chunk, so no id repeats within an add); ids spread wider are sorted."""
+    A generation's chunk ids are dense: each term's shares are added into an array indexed by chunk id (a
+    term has one posting per chunk, so no id repeats within an add); ids spread wider are sorted. The
+    IDF mass each chunk covers is worked out for the chunks returned only, by binary search in each
+    term's ids (ascending: :func:`_read_postings`)."""
     parts = [(postings[t], idf) for t, idf in weights.idf.items() if t in postings and len(postings[t][0])]
     if not parts:
         return []
-    lo = min(int(p[0].min()) for p, _ in parts)
-    span = max(int(p[0].max()) for p, _ in parts) - lo + 1
+    lo = min(int(p[0][0]) for p, _ in parts)
+    span = max(int(p[0][-1]) for p, _ in parts) - lo + 1
     unique: np.ndarray
     scores: np.ndarray
-    covered: np.ndarray
     if span > max(DENSE_SPAN_FACTOR * sum(len(p[0]) for p, _ in parts), 1 << 20):
         ids = np.concatenate([p[0] for p, _ in parts])
         unique, inverse = np.unique(ids, return_inverse=True)
-        shares = np.concatenate([p[1] * idf for p, idf in parts])
-        idfs = np.concatenate([np.full(len(p[0]), idf) for p, idf in parts])
-        scores, covered = np.bincount(inverse, weights=shares), np.bincount(inverse, weights=idfs)
+        scores = np.bincount(inverse, weights=np.concatenate([p[1] * idf for p, idf in parts]))
     else:
-        dense_scores, dense_covered = np.zeros(span), np.zeros(span)
+        dense = np.zeros(span)
         for (ids, share), idf in parts:
-            at = ids - lo
-            dense_scores[at] += share * idf
-            dense_covered[at] += idf
-        present = np.flatnonzero(dense_covered)  # every IDF is > 0
-        unique, scores, covered = present + lo, dense_scores[present], dense_covered[present]
+            dense[ids - lo] += share * idf
+        present = np.flatnonzero(dense)  # every share and every IDF is > 0
+        unique, scores = present + lo, dense[present]
     order = best_first(unique, scores, limit, only_ids)
-    return [(int(unique[i]), float(scores[i]), float(covered[i])) for i in order]
+    chosen = unique[order]
+    covered = np.zeros(len(chosen))
+    for (ids, _), idf in parts:
+        at = np.minimum(np.searchsorted(ids, chosen), len(ids) - 1)
+        covered += np.where(ids[at] == chosen, idf, 0.0)
+    return [(int(cid), float(scores[i]), float(cov)) for cid, i, cov in zip(chosen, order, covered, strict=True)]
 
 
 def search(
