@@ -244,7 +244,7 @@ def test_the_numpy_scan_scores_and_covers_as_a_plain_sum() -> None:
         assert [round(s, 9) for _, s, _ in top] == [round(v[0], 9) for _, v in ranked[:10]]
         for cid, bm25, covered in top:
             assert (bm25, covered) == pytest.approx(plain[cid], abs=1e-9)
-        wanted = rng.sample(sorted(plain), 25) + [3]  # 3: no posting
+        wanted = [*rng.sample(sorted(plain), 25), 3]  # 3: no posting
         some = pg_terms._score(weights, postings, 0, wanted)
         assert sorted(cid for cid, _, _ in some) == sorted(c for c in wanted if c in plain)
         for cid, bm25, covered in some:

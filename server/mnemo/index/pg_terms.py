@@ -213,7 +213,9 @@ def _read_postings(
     )
     out = {}
     for term, ids, tfs, lens in rows:
-        if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):  # an index scan's order, unless planned otherwise
+        if len(ids) > 1 and not bool(
+            np.all(ids[1:] > ids[:-1])
+        ):  # an index scan's order, unless planned otherwise
             order = np.argsort(ids, kind="stable")
             ids, tfs, lens = ids[order], tfs[order], lens[order]
         tf, length = tfs.astype(np.float64), lens.astype(np.float64)
@@ -255,7 +257,9 @@ def _score(
     for (ids, _), idf in parts:
         at = np.minimum(np.searchsorted(ids, chosen), len(ids) - 1)
         covered += np.where(ids[at] == chosen, idf, 0.0)
-    return [(int(cid), float(scores[i]), float(cov)) for cid, i, cov in zip(chosen, order, covered, strict=True)]
+    return [
+        (int(cid), float(scores[i]), float(cov)) for cid, i, cov in zip(chosen, order, covered, strict=True)
+    ]
 
 
 def search(
