@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from mnemo.config import ChunkingSettings, IndexSettings
+from mnemo.embeddings.factory import NoneEmbedder
 from mnemo.errors import IndexUnavailable
 from mnemo.index import pg_schema
 from mnemo.index.api import IndexReader
@@ -241,3 +242,52 @@ def test_the_dsn_and_its_password_never_appear_in_errors(tmp_path: Path, free_po
         unreachable.sync()
     for error in (malformed.value, refused.value):
         assert "s3cret" not in str(error) and "MNEMO_PG_DSN" in str(error), str(error)
+
+
+def _visible(con: psycopg.Connection) -> tuple[int, int]:
+    row = con.execute(
+        "SELECT relpages, relallvisible FROM pg_class WHERE oid = 'mnemo.postings'::regclass"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def test_postings_held_back_from_the_visibility_map_are_vacuumed_by_the_next_sync(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """A snapshot older than a build (autovacuum's ANALYZE, a reader elsewhere) keeps the build's vacuum
+    from marking the postings' pages all-visible; index-only scans then visit the heap for each posting.
+    The next sync vacuums them again, and a term's postings are read without a heap fetch."""
+    dsn = fresh_database(pg_dsn, "visibility")
+    with psycopg.connect(dsn, autocommit=True) as admin:  # the server's default (the test cluster's is off,
+        # and a page of rows whose commit is not yet flushed cannot be marked either, for a moment)
+        admin.execute("ALTER DATABASE visibility SET synchronous_commit = on")
+    notes = {f"memory/topic-{i}.md": f"# Topic {i}\n\n" + "billing database review notes " * 40 for i in range(150)}
+    write_files(tmp_path, notes)
+    con = connect(dsn, vectors=False)
+    pg_schema.migrate(con)
+    old = connect(dsn, vectors=False)
+    old.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    old.execute("SELECT count(*) FROM mnemo.generations").fetchone()  # the snapshot is taken here
+    # keyword only: a build with vectors ends in CREATE INDEX CONCURRENTLY, which waits for old snapshots
+    indexer = PgIndexer(
+        Workspace(tmp_path, ignore=[".mnemo"]), NoneEmbedder(), IndexSettings(), ChunkingSettings(),
+        dsn=dsn, namespace="visible",
+    )  # fmt: skip
+    try:
+        indexer.sync()
+        pages, visible = _visible(con)
+        assert pages > 0 and visible < 0.9 * pages, "the old snapshot should have held the vacuum back"
+        old.execute("ROLLBACK")
+        indexer.sync()
+        pages, visible = _visible(con)
+        assert visible >= 0.9 * pages
+        plan = con.execute(
+            "EXPLAIN (ANALYZE) SELECT count(*) FROM mnemo.postings WHERE g = %s AND term = 'bill'",
+            [indexer.store.g if indexer.store else 0],
+        ).fetchall()
+        assert "Heap Fetches: 0" in "\n".join(r[0] for r in plan)
+    finally:
+        indexer.close()
+        old.close()
+        con.close()

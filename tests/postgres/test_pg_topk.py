@@ -173,6 +173,28 @@ def test_a_top_k_too_costly_to_prune_scores_every_posting(
     assert pg_terms.search(store.con, store.g, VOCABULARY[:3], limit=5), "nor one of common words only"
 
 
+def test_postings_are_read_in_chunk_id_order_however_the_database_returns_them(
+    store: PgStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan's binary search needs each term's ids ascending: the query asks for them in order, and
+    arrays that come back otherwise are sorted with their tf and length."""
+    rng = random.Random(9)
+    with store.transaction():
+        store.insert_chunks(_rows(rng, 200, (5, 30), 0), None)
+    terms = VOCABULARY[:3]
+    ordered = pg_terms._read_postings(store.con, store.g, terms, 20.0)
+    monkeypatch.setattr(
+        pg_terms, "_POSTINGS_SQL", pg_terms._POSTINGS_SQL.replace("p.chunk_id)", "p.chunk_id DESC)")
+    )
+    reversed_ = pg_terms._read_postings(store.con, store.g, terms, 20.0)
+    assert set(ordered) == set(reversed_) == set(terms)
+    for term in terms:
+        ids, shares = ordered[term]
+        assert len(ids) > 1 and bool((ids[1:] > ids[:-1]).all())
+        assert ids.tolist() == reversed_[term][0].tolist()
+        assert shares.tolist() == reversed_[term][1].tolist()
+
+
 def test_migration_to_impacts_fills_them_for_an_existing_generation(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

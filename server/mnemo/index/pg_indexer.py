@@ -194,6 +194,7 @@ class PgIndexer(IdentityMatch):
             pg_schema.ensure_vector_index(con, store.generation)
             if pg_schema.has_vector_index(con, store.g):
                 self._vector_indexes.add(store.g)
+            pg_build.keep_visible(con)  # a build's own vacuum may have been held back (see there)
         except psycopg.errors.InsufficientPrivilege:
             self._vector_indexes.add(store.g)  # said once: searches scan the vectors exactly meanwhile
             log.warning(
@@ -232,6 +233,7 @@ class PgIndexer(IdentityMatch):
                 report.files_stale = self._stat_cache().count_changed(self.workspace)
             else:
                 pg_build.sync_files(self, report, progress, cancel)
+            pg_build.keep_visible(self._writer())
         report.keyword_seconds = time.perf_counter() - started
         if vectors == "now":
             self.embed_pending(report, progress, cancel)

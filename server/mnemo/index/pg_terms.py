@@ -199,23 +199,27 @@ def _postings(
     return out
 
 
+_POSTINGS_SQL = (
+    "SELECT q.term, a.ids, a.tfs, a.lens FROM unnest(%(terms)s::text[]) AS q(term) CROSS JOIN LATERAL "
+    "(SELECT array_agg(x.chunk_id) AS ids, array_agg(x.tf) AS tfs, array_agg(x.len) AS lens FROM "
+    f"(SELECT p.chunk_id, p.tf, p.len FROM {SCHEMA}.postings p WHERE p.g = %(g)s AND p.term = q.term "
+    "ORDER BY p.chunk_id) x) a"
+)
+"""Each term's postings as three arrays in chunk id order: an index-only scan of the primary key per term.
+Grouping every term's postings at once let the planner take the impact B-tree, or a parallel plan, and
+the arrays came back unordered: at 100,000 notes a common word's 250,000 postings took ~65 ms to read
+and ~20 ms to sort, against ~50 ms read in order."""
+
+
 def _read_postings(
     con: psycopg.Connection, generation: int, terms: Sequence[str], avgdl: float
 ) -> dict[str, Postings]:
-    rows = (
-        array_cursor(con)
-        .execute(
-            "SELECT p.term, array_agg(p.chunk_id), array_agg(p.tf), array_agg(p.len) "
-            f"FROM {SCHEMA}.postings p WHERE p.g = %s AND p.term = ANY(%s) GROUP BY p.term",
-            [generation, list(terms)],
-        )
-        .fetchall()
-    )
+    rows = array_cursor(con).execute(_POSTINGS_SQL, {"terms": list(terms), "g": generation}).fetchall()
     out = {}
     for term, ids, tfs, lens in rows:
-        if len(ids) > 1 and not bool(
-            np.all(ids[1:] > ids[:-1])
-        ):  # an index scan's order, unless planned otherwise
+        if ids is None:
+            continue
+        if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):  # ordered, unless planned otherwise
             order = np.argsort(ids, kind="stable")
             ids, tfs, lens = ids[order], tfs[order], lens[order]
         tf, length = tfs.astype(np.float64), lens.astype(np.float64)
