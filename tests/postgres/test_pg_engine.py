@@ -262,7 +262,9 @@ def test_postings_held_back_from_the_visibility_map_are_vacuumed_by_the_next_syn
     with psycopg.connect(dsn, autocommit=True) as admin:  # the server's default (the test cluster's is off,
         # and a page of rows whose commit is not yet flushed cannot be marked either, for a moment)
         admin.execute("ALTER DATABASE visibility SET synchronous_commit = on")
-    notes = {f"memory/topic-{i}.md": f"# Topic {i}\n\n" + "billing database review notes " * 40 for i in range(150)}
+    notes = {
+        f"memory/topic-{i}.md": f"# Topic {i}\n\n" + "billing database review notes " * 40 for i in range(150)
+    }
     write_files(tmp_path, notes)
     con = connect(dsn, vectors=False)
     pg_schema.migrate(con)

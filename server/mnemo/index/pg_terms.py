@@ -123,8 +123,10 @@ SQL_SCORED_IDS = 2_000
 """``only_ids`` up to this many are scored in SQL (their postings by key); more, like a top-k, in NumPy."""
 
 
+INT32_MAX = 2**31 - 1
+
 Postings = tuple[np.ndarray, np.ndarray]
-"""A term's chunk ids (ascending) and each posting's BM25 share before IDF (``tf*(k1+1) / (tf + k1*(1-b+b*len/avgdl))``,
+"""A term's chunk ids (ascending; int32 while they fit) and each posting's BM25 share before IDF (``tf*(k1+1) / (tf + k1*(1-b+b*len/avgdl))``,
 at the generation's average length for the version it was read at)."""
 
 
@@ -172,10 +174,12 @@ class PostingsMemo(VersionedMemo[tuple[int, str], Postings]):
     """Recently used postings by (generation, term). Searches share most of their words ("the", a
     project's name), and a common word's postings run to tens of thousands of rows: kept here, a
     repeated word costs nothing until a write changes the generation's postings. At most ``capacity``
-    postings (16 bytes each: 8 million, ~130 MB)."""
+    bytes (12 a posting while chunk ids fit in 32 bits: 128 MB hold 11 million). The 100 benchmark
+    queries at 100,000 notes use 9.1 million postings; at 16 bytes a posting the 8 million that fitted
+    were read again on every pass, least recently used first (docs/benchmarks.md, team memory)."""
 
-    def __init__(self, capacity: int = 8_000_000) -> None:
-        super().__init__(capacity, lambda postings: len(postings[0]))
+    def __init__(self, capacity: int = 128 << 20) -> None:
+        super().__init__(capacity, lambda postings: postings[0].nbytes + postings[1].nbytes)
 
 
 def _postings(
@@ -223,6 +227,8 @@ def _read_postings(
             order = np.argsort(ids, kind="stable")
             ids, tfs, lens = ids[order], tfs[order], lens[order]
         tf, length = tfs.astype(np.float64), lens.astype(np.float64)
+        if len(ids) and int(ids[-1]) <= INT32_MAX and int(ids[0]) >= 0:
+            ids = ids.astype(np.int32)  # a third less to keep in the memo
         out[str(term)] = (ids, tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl)))
     return out
 
@@ -252,7 +258,7 @@ def _score(
     else:
         dense = np.zeros(span)
         for (ids, share), idf in parts:
-            dense[ids - lo] += share * idf
+            dense[np.subtract(ids, lo, dtype=np.intp)] += share * idf
         present = np.flatnonzero(dense)  # every share and every IDF is > 0
         unique, scores = present + lo, dense[present]
     order = best_first(unique, scores, limit, only_ids)
