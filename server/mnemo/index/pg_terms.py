@@ -249,27 +249,49 @@ def _score(
         return []
     lo = min(int(p[0][0]) for p, _ in parts)
     span = max(int(p[0][-1]) for p, _ in parts) - lo + 1
-    unique: np.ndarray
-    scores: np.ndarray
     if span > max(DENSE_SPAN_FACTOR * sum(len(p[0]) for p, _ in parts), 1 << 20):
         ids = np.concatenate([p[0] for p, _ in parts])
         unique, inverse = np.unique(ids, return_inverse=True)
         scores = np.bincount(inverse, weights=np.concatenate([p[1] * idf for p, idf in parts]))
+        order = best_first(unique, scores, limit, only_ids)
+        chosen, chosen_scores = unique[order], scores[order]
     else:
         dense = np.zeros(span)
         for (ids, share), idf in parts:
             dense[np.subtract(ids, lo, dtype=np.intp)] += share * idf
-        present = np.flatnonzero(dense)  # every share and every IDF is > 0
-        unique, scores = present + lo, dense[present]
-    order = best_first(unique, scores, limit, only_ids)
-    chosen = unique[order]
+        chosen, chosen_scores = _best_of_dense(dense, lo, limit, only_ids)
     covered = np.zeros(len(chosen))
     for (ids, _), idf in parts:
         at = np.minimum(np.searchsorted(ids, chosen), len(ids) - 1)
         covered += np.where(ids[at] == chosen, idf, 0.0)
     return [
-        (int(cid), float(scores[i]), float(cov)) for cid, i, cov in zip(chosen, order, covered, strict=True)
+        (int(cid), float(score), float(cov))
+        for cid, score, cov in zip(chosen, chosen_scores, covered, strict=True)
     ]
+
+
+def _best_of_dense(
+    dense: np.ndarray, lo: int, limit: int, only_ids: Sequence[int] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The chunk ids and scores to return from ``dense`` (scores by chunk id - ``lo``; 0: no posting),
+    best first, ties by id: as :func:`mnemo.index.postings.best_first` orders them, without first
+    gathering every chunk that has a posting (a pass over the whole span fewer)."""
+    if only_ids is not None:
+        wanted = np.unique(np.asarray(only_ids, np.int64)) - lo
+        wanted = wanted[(wanted >= 0) & (wanted < len(dense))]
+        top = wanted[dense[wanted] > 0]
+    else:
+        k = min(int(limit), len(dense))
+        if k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0)
+        top = (
+            np.argpartition(dense, len(dense) - k)[len(dense) - k :]
+            if k < len(dense)
+            else np.arange(len(dense))
+        )
+        top = top[dense[top] > 0]  # every share and every IDF is > 0: a score of 0 is no posting
+    top = top[np.lexsort((top, -dense[top]))]
+    return top + lo, dense[top]
 
 
 def search(
