@@ -14,7 +14,7 @@ import pytest
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings.factory import NoneEmbedder
 from mnemo.errors import IndexUnavailable
-from mnemo.index import pg_schema
+from mnemo.index import pg_build, pg_indexer, pg_schema
 from mnemo.index.api import IndexReader
 from mnemo.index.indexer import Indexer
 from mnemo.index.pg_connect import connect
@@ -253,7 +253,7 @@ def _visible(con: psycopg.Connection) -> tuple[int, int]:
 
 
 def test_postings_held_back_from_the_visibility_map_are_vacuumed_by_the_next_sync(
-    tmp_path: Path, pg_dsn: str
+    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A snapshot older than a build (autovacuum's ANALYZE, a reader elsewhere) keeps the build's vacuum
     from marking the postings' pages all-visible; index-only scans then visit the heap for each posting.
@@ -289,6 +289,13 @@ def test_postings_held_back_from_the_visibility_map_are_vacuumed_by_the_next_syn
             [indexer.store.g if indexer.store else 0],
         ).fetchall()
         assert "Heap Fetches: 0" in "\n".join(r[0] for r in plan)
+        tried: list[object] = []
+        monkeypatch.setattr(pg_build, "keep_visible", tried.append)
+        indexer.sync()
+        assert tried == [], "one vacuum per VACUUM_EVERY_S at most (a snapshot held for hours: in vain)"
+        monkeypatch.setattr(pg_indexer, "VACUUM_EVERY_S", 0.0)
+        indexer.sync()
+        assert len(tried) == 1
     finally:
         indexer.close()
         old.close()

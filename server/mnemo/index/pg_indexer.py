@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +41,9 @@ from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_fil
 from mnemo.workspace.layout import MemoryFile, Workspace
 
 log = logging.getLogger(__name__)
+
+VACUUM_EVERY_S = 600.0
+"""A sync vacuums the postings at most this often (:meth:`PgIndexer._keep_visible`)."""
 
 
 @contextlib.contextmanager
@@ -87,6 +91,7 @@ class PgIndexer(IdentityMatch):
         self.buffered: set[str] = set()
         """Paths indexed from an editor buffer since the last sync: it compares the disk with the index."""
         self._vector_indexes: set[int] = set()
+        self._vacuumed_at = -math.inf
         """Generations whose HNSW index is known to be built."""
         self._schema_lock = threading.Lock()
         self.readers = ReaderPool(dsn)
@@ -233,7 +238,7 @@ class PgIndexer(IdentityMatch):
                 report.files_stale = self._stat_cache().count_changed(self.workspace)
             else:
                 pg_build.sync_files(self, report, progress, cancel)
-            pg_build.keep_visible(self._writer())
+                self._keep_visible()  # (a build has just vacuumed)
         report.keyword_seconds = time.perf_counter() - started
         if vectors == "now":
             self.embed_pending(report, progress, cancel)
@@ -241,6 +246,13 @@ class PgIndexer(IdentityMatch):
             self._count_pending(report)
         report.seconds = time.perf_counter() - started
         return report
+
+    def _keep_visible(self) -> None:
+        """:func:`mnemo.index.pg_build.keep_visible` at most once every :data:`VACUUM_EVERY_S`: while
+        something holds an old snapshot for hours, every sync would otherwise vacuum in vain."""
+        now = time.monotonic()
+        if now - self._vacuumed_at >= VACUUM_EVERY_S and pg_build.keep_visible(self._writer()):
+            self._vacuumed_at = now
 
     def _build(
         self,
