@@ -218,12 +218,12 @@ def keep_visible(con: psycopg.Connection) -> bool:
     all-visible; True when it did.
 
     An index-only scan visits the heap for every posting on a page not marked: at 10,000 notes a common
-    word's list took 23 ms to read instead of 7 (docs/benchmarks.md, team memory). VACUUM cannot mark the
-    pages of rows that a snapshot older than their writes might not see (autovacuum's own ANALYZE of a
-    table growing under a build, a long reader elsewhere), nor, under ``synchronous_commit = off``, of
-    rows whose commit is not yet flushed (for a fraction of a second). Nothing marks them afterwards until autovacuum comes back, which inserts
-    trigger only at a fifth of the table. The check reads the catalog only; a role that does not own
-    the table never vacuums."""
+    word's list took 23 ms to read instead of 7 (docs/benchmarks.md, team memory). VACUUM cannot mark
+    the pages of rows that a snapshot older than their writes might not see (autovacuum's own ANALYZE
+    of a table growing under a build, a long reader elsewhere), nor, under ``synchronous_commit = off``,
+    of rows whose commit is not yet flushed (for a fraction of a second). Nothing marks them afterwards
+    until autovacuum comes back, which inserts trigger only at a fifth of the table. The check reads
+    the catalog only; a role that does not own the table never vacuums."""
     row = con.execute(
         "SELECT relpages, relallvisible, pg_has_role(relowner, 'MEMBER') FROM pg_class WHERE oid = %s::regclass",
         [f"{pg_schema.SCHEMA}.postings"],

@@ -91,8 +91,9 @@ class PgIndexer(IdentityMatch):
         self.buffered: set[str] = set()
         """Paths indexed from an editor buffer since the last sync: it compares the disk with the index."""
         self._vector_indexes: set[int] = set()
-        self._vacuumed_at = -math.inf
         """Generations whose HNSW index is known to be built."""
+        self._vacuumed_at = -math.inf
+        """When a sync last vacuumed the postings (:meth:`_keep_visible`; ``time.monotonic``)."""
         self._schema_lock = threading.Lock()
         self.readers = ReaderPool(dsn)
         self.postings = PostingsMemo()

@@ -126,8 +126,9 @@ SQL_SCORED_IDS = 2_000
 INT32_MAX = 2**31 - 1
 
 Postings = tuple[np.ndarray, np.ndarray]
-"""A term's chunk ids (ascending; int32 while they fit) and each posting's BM25 share before IDF (``tf*(k1+1) / (tf + k1*(1-b+b*len/avgdl))``,
-at the generation's average length for the version it was read at)."""
+"""A term's chunk ids (ascending; int32 while they fit) and each posting's BM25 share before IDF
+(``tf*(k1+1) / (tf + k1*(1-b+b*len/avgdl))``, at the generation's average length for the version it
+was read at)."""
 
 
 K = TypeVar("K", bound=Hashable)
