@@ -248,6 +248,24 @@ def test_scores_users_see_stay_in_unit_interval() -> None:
     assert ranking.bounded(1.148) == 1.0 and ranking.bounded(-0.1) == 0.0
 
 
+def test_mmr_asks_each_pairs_similarity_once_and_orders_as_before() -> None:
+    """Every round of MMR needs each remaining item's overlap with every chosen one: remembered, a pair
+    is computed once (24 candidates, 6 picks: at most 24 x 6 questions instead of ~440)."""
+    words = [f"w{i}" for i in range(30)]
+    tokens = [frozenset(words[i % 7 : i % 7 + 4 + i % 3]) for i in range(24)]
+    relevance = [1.0 - i * 0.02 for i in range(24)]
+    asked: list[tuple[int, int]] = []
+
+    def similarity(i: int, j: int) -> float:
+        asked.append((i, j))
+        return ranking.jaccard(tokens[i], tokens[j])
+
+    order = ranking.mmr_order(relevance, tokens, 0.7, 6, similarity=similarity)
+    assert order == ranking.mmr_order(relevance, tokens, 0.7, 6)  # the default: plain Jaccard
+    assert len(asked) == len(set(asked)) <= 24 * 6
+    assert len(set(order)) == 6 and order[0] == 0
+
+
 def test_mmr_keeps_the_newer_of_near_duplicates() -> None:
     old = frozenset({"decision", "billing", "database", "cockroachdb", "will", "be"})
     new = frozenset({"decision", "billing", "database", "postgresql", "will", "be"})
