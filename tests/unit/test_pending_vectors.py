@@ -385,6 +385,57 @@ def test_read_ahead_batches_keep_the_order_and_see_new_and_deleted_chunks(tmp_pa
         store.con.close()
 
 
+def test_the_cache_is_looked_up_once_a_read_ahead_and_a_repeated_text_embedded_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedding cache has no index: its lookup was half of a fill's time at 100,000 notes. It is
+    read with the pending chunks, for READ_AHEAD batches at once; a text cached by one batch serves a
+    later batch with the same text; a rollback forgets what it had remembered."""
+    from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
+
+    texts = [f"text {i % 12}" for i in range(60)]  # 12 texts, each 5 times
+    store = ChunkStore.create(tmp_path / "index.duckdb.building", IndexIdentity("hash", "m", 16, "c"))
+    try:
+        rows = [ChunkRow(f"k{i:02d}", f"memory/n{i:02d}.md", "memory", "evergreen", None, 1, 1, "", t, t, f"h{i}")
+                for i, t in enumerate(texts)]  # fmt: skip
+        store.insert_chunks(rows, np.zeros((60, 16), np.float32), live=False, pending=[True] * 60)
+        store.finish_indexes()
+        # filled where the index is used, as after a build (filled on the building file's own
+        # single-threaded connection instead, DuckDB's vss crashed at this test's 11th commit)
+        store.swap_into(tmp_path / "index.duckdb")
+        embedder = HashEmbedder(dims=16)
+        known = {pending.PendingChunk(0, "", "text 0").digest: embedder.embed(["text 0"])[0]}
+        with store.transaction():
+            store.cache_embeddings(known)  # one text cached before the fill
+        lookups: list[int] = []
+        real = store.cache_lookup
+        monkeypatch.setattr(store, "cache_lookup", lambda hashes: lookups.append(len(hashes)) or real(hashes))
+        embedded: list[str] = []
+        original = embedder.embed
+        monkeypatch.setattr(embedder, "embed", lambda batch: embedded.extend(batch) or original(batch))
+        monkeypatch.setattr(pending, "READ_AHEAD", 4)
+        steps = 0
+        while pending.embed_step(lambda: store, embedder, limit=3) is not None:
+            steps += 1
+        assert steps == 20
+        assert len(lookups) == 5, "one lookup for each read-ahead of 4 batches of 3, not one a batch"
+        assert sorted(embedded) == sorted({t for t in texts if t != "text 0"}), "each new text once"
+        got = dict(store.con.execute("SELECT text, embedding FROM chunks").fetchall())
+        for text in set(texts):
+            assert np.allclose(got[text], original([text])[0], atol=1e-6)
+        assert store.con.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL").fetchone() == (0,)
+
+        store._read_ahead.take(store.con, 1, store.cache_lookup)  # nothing pending: an empty read-ahead
+        digest = pending.PendingChunk(0, "", "text 1").digest
+        store._read_ahead._digests.add(digest)
+        with pytest.raises(RuntimeError), store.transaction():
+            store.cache_embeddings({digest: np.ones(16, np.float32)})
+            raise RuntimeError("rolled back")
+        assert store._read_ahead.cached([digest]) is None, "a rollback drops what was remembered"
+    finally:
+        store.con.close()
+
+
 def test_the_embedding_cache_answers_any_key_written_into_its_query(
     tmp_path: Path,
 ) -> None:

@@ -21,6 +21,8 @@ from mnemo.index.duckdb_native import duckdb, sql_strings
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from mnemo.index.pending import ReadAhead
+
 log = logging.getLogger(__name__)
 
 
@@ -39,6 +41,8 @@ _RETRIEVAL_COLUMNS = [
 
 class SideTables:
     identity: IndexIdentity
+    _read_ahead: ReadAhead
+    """Pending chunks read ahead with the cache's vectors for them (the store makes it)."""
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -78,6 +82,11 @@ class SideTables:
 
     # -- embedding cache --------------------------------------------------------------------------
     def cached_embeddings(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        known = self._read_ahead.cached(hashes)  # read with the pending chunks, many batches at once
+        return known if known is not None else self.cache_lookup(hashes)
+
+    def cache_lookup(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """The cache's vectors for ``hashes`` (a scan of the table: it has no index)."""
         if not hashes:
             return {}
         rows = self.con.execute(
@@ -99,6 +108,7 @@ class SideTables:
         matrix = np.stack([items[d] for d in digests]).astype(np.float32)
         with batch_view(self.con, "cache", columns, ("embedding", VectorColumn(matrix, fixed=False))):
             self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
+        self._read_ahead.remember(items)
 
     # -- retrieval statistics (history, not cache: kept across rebuilds) ---------------------------
     def record_retrievals(self, rows: Sequence[tuple[object, ...]]) -> None:

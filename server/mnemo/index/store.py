@@ -5,11 +5,10 @@ into a new file that is swapped in atomically; another embedding model or chunke
 ``mnemo index`` asks (see :class:`mnemo.index.indexer.Indexer`). Crash damage is repaired on open
 without losing rows (:mod:`mnemo.index.repair`). The embedding cache keeps every model's vectors.
 
-BM25 uses DuckDB's fts extension's tables (dict, docs, terms, stats), filled by
-:func:`mnemo.index.fts.rebuild` for a full index; an incremental edit updates those same tables in the
-edit's transaction, so an edit is searchable at once instead of after a full fts rebuild. Vectors live
-in a FLOAT[dims] column with an HNSW cosine index from the vss extension; a NULL vector is a chunk still
-waiting for the model (:mod:`mnemo.index.pending`), searched by keyword meanwhile.
+BM25's tables (dict, docs, postings, stats: :mod:`mnemo.index.fts`) are written in one pass by a full
+build and updated in an edit's own transaction, so an edit is searchable at once. Vectors live in a
+FLOAT[dims] column (an HNSW cosine index from vss past a size); a NULL vector is a chunk still waiting
+for the model (:mod:`mnemo.index.pending`), searched by keyword meanwhile.
 """
 
 from __future__ import annotations
@@ -197,6 +196,7 @@ class ChunkStore(SideTables):
             self._fts_added, self._fts_removed, self._vectors_changed = [], [], []
             self._rows_changed = []
             self._counts = None
+            self._read_ahead.drop()  # (what it remembered as cached is rolled back too)
             self.con.execute("ROLLBACK")
             raise
         counts, self._counts = self._counts, None  # (kept only if the commit goes through)
@@ -383,7 +383,7 @@ class ChunkStore(SideTables):
 
     # -- pending vectors (mnemo.index.pending) -----------------------------------------------------
     def pending_batch(self, limit: int) -> list[PendingChunk]:
-        return self._read_ahead.take(self.con, limit)
+        return self._read_ahead.take(self.con, limit, self.cache_lookup)
 
     def fill_vectors(self, chunks: Sequence[PendingChunk], vectors: np.ndarray) -> int:
         self._vectors_changed.extend(c.id for c in chunks)
