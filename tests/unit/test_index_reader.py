@@ -56,8 +56,26 @@ def duckdb_engine(
         indexer.close()
 
 
+@contextlib.contextmanager
+def duckdb_point_reads(
+    request: pytest.FixtureRequest, root: Path, embedder: Embedder, vectors: Vectors
+) -> Iterator[Built]:
+    """DuckDB as a large workspace reads it: rows and vectors by id through their rowids
+    (:data:`mnemo.index.reader.POINT_READS_PAST`), none held in memory."""
+    from mnemo.index import reader as reader_module
+    from mnemo.index.record_cache import RecordCache
+    from mnemo.index.vector_cache import VectorCache
+
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+    monkeypatch.setattr(reader_module, "POINT_READS_PAST", -1)
+    monkeypatch.setattr(VectorCache, "get", lambda self, con, ids: None)
+    monkeypatch.setattr(RecordCache, "wants_all", lambda self, chunks: False)
+    with duckdb_engine(request, root, embedder, vectors) as built:
+        yield built
+
+
 Engine = Callable[[pytest.FixtureRequest, Path, Embedder, Vectors], contextlib.AbstractContextManager[Built]]
-ENGINES: dict[str, Engine] = {"duckdb": duckdb_engine}
+ENGINES: dict[str, Engine] = {"duckdb": duckdb_engine, "duckdb-point-reads": duckdb_point_reads}
 """Engine name -> a context manager that indexes ``root`` with ``embedder`` (vectors now or later)."""
 
 NOTES: dict[str, str | bytes] = {

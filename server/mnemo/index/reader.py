@@ -95,12 +95,49 @@ def _record(row: tuple[Any, ...], embedding: np.ndarray | None = None) -> ChunkR
     )
 
 
+def _fetchall(result: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    return result.fetchall()
+
+
+def _fetchnumpy(result: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    return result.fetchnumpy()
+
+
 def _vectors(column: Any) -> list[np.ndarray]:
     """A FLOAT[n] column from ``fetchnumpy`` (NumPy arrays already: a Python list of 384 floats per row,
     as ``fetchall`` gives, costs several times more) as float32 rows."""
     import numpy as np
 
     return [np.asarray(vector, dtype=np.float32) for vector in column]
+
+
+POINT_READS_PAST = 65_536
+"""Past this many chunks a few rows are read by id through their rowids, a point read each: an ``IN``
+list of scattered ids made DuckDB read a 2,048-row vector of every column it returns for each (at
+100,000 notes, 24 vectors by id took ~120 ms, by rowid ~10 ms; docs/benchmarks.md, team memory)."""
+
+
+def _by_id(
+    con: duckdb.DuckDBPyConnection,
+    select: str,
+    ids: Sequence[int],
+    fetch: Any,
+    *,
+    many: bool,
+    also: str = "",
+    complete: bool = False,
+) -> Any:
+    """``fetch`` of ``SELECT {select} FROM chunks`` for the chunks ``ids`` (``also``: a further
+    condition); ``many``: a large table, read row by row through the ids' rowids. A fill may move a row
+    between the two reads: a point read also names the id, so it never answers with another chunk, and
+    ``complete`` (every chunk found must come back) reads the ids again the plain way if one is missing."""
+    in_list = f"SELECT {select} FROM chunks WHERE id IN ({sql_ids(ids)}) {also}"
+    if not many:
+        return fetch(con.execute(in_list))
+    found = con.execute(f"SELECT rowid, id FROM chunks WHERE id IN ({sql_ids(ids)})").fetchall()
+    reads = [f"SELECT {select} FROM chunks WHERE rowid = {int(r)} AND id = {int(i)} {also}" for r, i in found]
+    got = fetch(con.execute(" UNION ALL ".join(reads or [f"SELECT {select} FROM chunks WHERE false"])))
+    return fetch(con.execute(in_list)) if complete and len(got) < len(found) else got
 
 
 class CountsMemo:
@@ -223,9 +260,7 @@ class DuckReader:
         found, missing = cache.get(ids) if cache is not None else ({}, list(ids))
         if missing:
             epoch = cache.epoch if cache is not None else 0
-            rows = self.con.execute(
-                f"SELECT {_RECORD} FROM chunks WHERE id IN ({sql_ids(missing)})"
-            ).fetchall()
+            rows = _by_id(self.con, _RECORD, missing, _fetchall, many=self._many(), complete=True)
             read = [_record(row) for row in rows]
             if cache is not None:
                 cache.put(read, epoch)
@@ -241,10 +276,13 @@ class DuckReader:
         cached = self._vector_cache.get(self.con, ids) if self._vector_cache is not None else None
         if cached is not None:
             return cached
-        found = self.con.execute(
-            f"SELECT id, embedding FROM chunks WHERE id IN ({sql_ids(ids)}) AND embedding IS NOT NULL"
-        ).fetchnumpy()
+        found = _by_id(
+            self.con, "id, embedding", ids, _fetchnumpy, many=self._many(), also="AND embedding IS NOT NULL"
+        )
         return dict(zip(found["id"].tolist(), _vectors(found["embedding"]), strict=True))
+
+    def _many(self) -> bool:
+        return self.counts().chunks > POINT_READS_PAST
 
     def embedded_chunks(self, source: str) -> list[ChunkRecord]:
         if not self._with_vectors:
