@@ -61,13 +61,15 @@ def duckdb_point_reads(
     request: pytest.FixtureRequest, root: Path, embedder: Embedder, vectors: Vectors
 ) -> Iterator[Built]:
     """DuckDB as a large workspace reads it: rows and vectors by id through their rowids
-    (:data:`mnemo.index.reader.POINT_READS_PAST`), none held in memory."""
+    (:data:`mnemo.index.reader.POINT_READS_PAST`), up to 4 ids a read (more the plain way), none held
+    in memory."""
     from mnemo.index import reader as reader_module
     from mnemo.index.record_cache import RecordCache
     from mnemo.index.vector_cache import VectorCache
 
     monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
     monkeypatch.setattr(reader_module, "POINT_READS_PAST", -1)
+    monkeypatch.setattr(reader_module, "POINT_READS_AT_MOST", 4)
     monkeypatch.setattr(VectorCache, "get", lambda self, con, ids: None)
     monkeypatch.setattr(RecordCache, "wants_all", lambda self, chunks: False)
     with duckdb_engine(request, root, embedder, vectors) as built:

@@ -115,6 +115,8 @@ POINT_READS_PAST = 65_536
 """Past this many chunks a few rows are read by id through their rowids, a point read each: an ``IN``
 list of scattered ids made DuckDB read a 2,048-row vector of every column it returns for each (at
 100,000 notes, 24 vectors by id took ~120 ms, by rowid ~10 ms; docs/benchmarks.md, team memory)."""
+POINT_READS_AT_MOST = 256
+"""More ids than this are read the plain way (one statement of as many point reads would be as deep)."""
 
 
 def _by_id(
@@ -132,7 +134,7 @@ def _by_id(
     between the two reads: a point read also names the id, so it never answers with another chunk, and
     ``complete`` (every chunk found must come back) reads the ids again the plain way if one is missing."""
     in_list = f"SELECT {select} FROM chunks WHERE id IN ({sql_ids(ids)}) {also}"
-    if not many:
+    if not many or len(ids) > POINT_READS_AT_MOST:
         return fetch(con.execute(in_list))
     found = con.execute(f"SELECT rowid, id FROM chunks WHERE id IN ({sql_ids(ids)})").fetchall()
     reads = [f"SELECT {select} FROM chunks WHERE rowid = {int(r)} AND id = {int(i)} {also}" for r, i in found]
