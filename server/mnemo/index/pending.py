@@ -105,13 +105,13 @@ class ReadAhead:
         self,
         con: duckdb.DuckDBPyConnection,
         limit: int,
-        lookup: Callable[[Sequence[str]], dict[str, np.ndarray]] | None = None,
+        lookup: Callable[[Sequence[str]], dict[str, np.ndarray]],
     ) -> list[PendingChunk]:
         """The next ``limit`` pending chunks; ``lookup``: the embedding cache's vectors for digests."""
         if len(self._queue) < limit:
             self._queue = pending_batch(con, limit * READ_AHEAD)
             self._digests = {c.digest for c in self._queue}
-            self._cached = lookup(sorted(self._digests)) if lookup is not None and self._digests else {}
+            self._cached = lookup(sorted(self._digests)) if self._digests else {}
         batch, self._queue = self._queue[:limit], self._queue[limit:]
         return batch
 

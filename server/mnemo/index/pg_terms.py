@@ -123,8 +123,6 @@ SQL_SCORED_IDS = 2_000
 """``only_ids`` up to this many are scored in SQL (their postings by key); more, like a top-k, in NumPy."""
 
 
-INT32_MAX = 2**31 - 1
-
 Postings = tuple[np.ndarray, np.ndarray]
 """A term's chunk ids (ascending; int32 while they fit) and each posting's BM25 share before IDF
 (``tf*(k1+1) / (tf + k1*(1-b+b*len/avgdl))``, at the generation's average length for the version it
@@ -228,7 +226,7 @@ def _read_postings(
             order = np.argsort(ids, kind="stable")
             ids, tfs, lens = ids[order], tfs[order], lens[order]
         tf, length = tfs.astype(np.float64), lens.astype(np.float64)
-        if len(ids) and int(ids[-1]) <= INT32_MAX and int(ids[0]) >= 0:
+        if len(ids) and int(ids[-1]) <= np.iinfo(np.int32).max and int(ids[0]) >= 0:
             ids = ids.astype(np.int32)  # a third less to keep in the memo
         out[str(term)] = (ids, tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl)))
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from operator import methodcaller
 from typing import TYPE_CHECKING, Any
 
 from mnemo.index.duckdb_native import duckdb, sql_ids
@@ -95,14 +96,6 @@ def _record(row: tuple[Any, ...], embedding: np.ndarray | None = None) -> ChunkR
     )
 
 
-def _fetchall(result: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
-    return result.fetchall()
-
-
-def _fetchnumpy(result: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    return result.fetchnumpy()
-
-
 def _vectors(column: Any) -> list[np.ndarray]:
     """A FLOAT[n] column from ``fetchnumpy`` (NumPy arrays already: a Python list of 384 floats per row,
     as ``fetchall`` gives, costs several times more) as float32 rows."""
@@ -117,6 +110,7 @@ list of scattered ids made DuckDB read a 2,048-row vector of every column it ret
 100,000 notes, 24 vectors by id took ~120 ms, by rowid ~10 ms; docs/benchmarks.md, team memory)."""
 POINT_READS_AT_MOST = 256
 """More ids than this are read the plain way (one statement of as many point reads would be as deep)."""
+_FETCHALL, _FETCHNUMPY = methodcaller("fetchall"), methodcaller("fetchnumpy")
 
 
 def _by_id(
@@ -125,16 +119,16 @@ def _by_id(
     ids: Sequence[int],
     fetch: Any,
     *,
-    many: bool,
+    point: bool,
     also: str = "",
     complete: bool = False,
 ) -> Any:
     """``fetch`` of ``SELECT {select} FROM chunks`` for the chunks ``ids`` (``also``: a further
-    condition); ``many``: a large table, read row by row through the ids' rowids. A fill may move a row
+    condition); ``point``: read row by row through the ids' rowids (:meth:`DuckReader._point_reads`). A fill may move a row
     between the two reads: a point read also names the id, so it never answers with another chunk, and
     ``complete`` (every chunk found must come back) reads the ids again the plain way if one is missing."""
     in_list = f"SELECT {select} FROM chunks WHERE id IN ({sql_ids(ids)}) {also}"
-    if not many or len(ids) > POINT_READS_AT_MOST:
+    if not point:
         return fetch(con.execute(in_list))
     found = con.execute(f"SELECT rowid, id FROM chunks WHERE id IN ({sql_ids(ids)})").fetchall()
     reads = [f"SELECT {select} FROM chunks WHERE rowid = {int(r)} AND id = {int(i)} {also}" for r, i in found]
@@ -182,6 +176,8 @@ class DuckReader:
         self._identity = identity
         self._memo = memo
         """The writer's counts between commits (None: counted on every call)."""
+        self._chunk_rows: int | None = None
+        """The chunks in the table, once counted (:meth:`_point_reads`)."""
         self._vector_cache = vector_cache
         """The writer's vectors in memory (None: read from the table)."""
         self._postings = postings
@@ -262,7 +258,9 @@ class DuckReader:
         found, missing = cache.get(ids) if cache is not None else ({}, list(ids))
         if missing:
             epoch = cache.epoch if cache is not None else 0
-            rows = _by_id(self.con, _RECORD, missing, _fetchall, many=self._many(), complete=True)
+            rows = _by_id(
+                self.con, _RECORD, missing, _FETCHALL, point=self._point_reads(missing), complete=True
+            )
             read = [_record(row) for row in rows]
             if cache is not None:
                 cache.put(read, epoch)
@@ -279,12 +277,26 @@ class DuckReader:
         if cached is not None:
             return cached
         found = _by_id(
-            self.con, "id, embedding", ids, _fetchnumpy, many=self._many(), also="AND embedding IS NOT NULL"
+            self.con,
+            "id, embedding",
+            ids,
+            _FETCHNUMPY,
+            point=self._point_reads(ids),
+            also="AND embedding IS NOT NULL",
         )
         return dict(zip(found["id"].tolist(), _vectors(found["embedding"]), strict=True))
 
-    def _many(self) -> bool:
-        return self.counts().chunks > POINT_READS_PAST
+    def _point_reads(self, ids: Sequence[int]) -> bool:
+        """Whether ``ids`` are read by rowid: few of them, from a table past :data:`POINT_READS_PAST`
+        chunks (its rows counted once a reader, or the writer's counts when it holds them; counting the
+        vectors too, as :meth:`counts` does, would read the embedding column)."""
+        if len(ids) > POINT_READS_AT_MOST:
+            return False
+        if self._chunk_rows is None:
+            held = self._memo.get(self._memo.writes) if self._memo is not None else None
+            row = None if held is not None else self.con.execute("SELECT count(*) FROM chunks").fetchone()
+            self._chunk_rows = held.chunks if held is not None else int(row[0]) if row else 0
+        return self._chunk_rows > POINT_READS_PAST
 
     def embedded_chunks(self, source: str) -> list[ChunkRecord]:
         if not self._with_vectors:

@@ -48,7 +48,7 @@ def diversify(hits: list[SearchHit], s: SearchSettings, k: int) -> list[SearchHi
     # Redundancy between the lines that answer the query, not whole chunks (mnemo.search.lines).
     tokens = [h.focus.tokens if h.focus is not None else token_set(h.snippet) for h in hits]
 
-    def redundancy(i: int, j: int) -> float:
+    def similarity(i: int, j: int) -> float:
         a, b = hits[i].focus, hits[j].focus
         overlap = (
             lines.redundancy(a, b)
@@ -57,7 +57,6 @@ def diversify(hits: list[SearchHit], s: SearchSettings, k: int) -> list[SearchHi
         )
         return overlap if overlap >= lines.REDUNDANT else 0.0
 
-    similarity = ranking.remembered(redundancy)  # asked again below, for the reasons
     ages = [h.parts.age_days for h in hits]
     order = ranking.mmr_order([h.parts.score for h in hits], tokens, s.mmr_lambda, k, ages, similarity)
     for rank, i in enumerate(order):
