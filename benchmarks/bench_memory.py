@@ -3,15 +3,18 @@
     python benchmarks/bench_memory.py [--workspace DIR] [--variants default,blas1,...]
 
 Steps (one process, in order): Python; pygls + lsprotocol (what ``mnemo serve`` imports to answer
-``initialize``); NumPy; DuckDB; pyarrow; the core (mnemo.memory.service); llama_cpp; the index opened
-(writable, fts + vss loaded); the BM25 postings loaded (one keyword search); the MiniLM model loaded;
-one hybrid search (which loads the writer's vectors and rows); a long text embedded (a 512-token window
+``initialize``); NumPy; DuckDB; pyarrow; the core (mnemo.memory.service); llama_cpp; the model
+prepared (servers do it before opening the index); the index opened (writable, fts + vss loaded); the
+BM25 postings loaded (one keyword search); the MiniLM model loaded (a no-op once prepared); one hybrid
+search (which loads the writer's vectors and rows); a long text embedded (a 512-token window
 and a short one: llama.cpp's output buffer grows to its largest). Each step shows the RSS after it and,
 in parentheses, the highest RSS during it (VmHWM, reset before each step through
 ``/proc/self/clear_refs``). The workspace must be indexed with the local model (default: the template,
 indexed into a temporary copy first). Variants change one setting each:
 
-- ``default``: as mnemo runs today;
+- ``default``: as a server runs: the model prepared (loaded, its output buffer grown to a whole
+  window: :func:`mnemo.embeddings.prepare`) before the index opens;
+- ``lazy``: the model loaded by the first hybrid search instead (what servers did before);
 - ``blas1``: ``OPENBLAS_NUM_THREADS=1`` before NumPy loads (the command line sets it);
 - ``nommap``: the GGUF read into memory instead of mapped (``use_mmap=False``);
 - ``duck1``: DuckDB with one thread and ``memory_limit = '128MB'``;
@@ -42,13 +45,14 @@ STEPS = [
     "pyarrow",
     "core",
     "llama_cpp",
+    "model prepared",
     "index open",
     "keyword search",
     "model loaded",
     "hybrid search",
     "long text embedded",
 ]
-VARIANTS = ("default", "blas1", "nommap", "duck1", "q8")
+VARIANTS = ("default", "lazy", "blas1", "nommap", "duck1", "q8")
 
 
 def _status_mb(field: str) -> float:
@@ -113,6 +117,11 @@ def child(ws: Path, variant: str) -> dict[str, tuple[float, float]]:
         import mnemo.index.opening as opening
 
         opening.connect = small  # type: ignore[assignment]
+    if variant != "lazy":
+        from mnemo.embeddings import prepare
+
+        prepare(memory.embedder)
+    out["model prepared"] = rss_mb()
     memory.ensure_open()
     out["index open"] = rss_mb()
     with memory.indexer.reading() as reader:

@@ -91,6 +91,8 @@ async def test_status_reports_counts(keyword_client: LanguageClient) -> None:
     assert status.files >= 4
     assert status.chunks >= status.files
     assert status.mode == "keyword"
+    reports = [r for token in keyword_client.progress_reports.values() for r in token]
+    assert "loading the embedding model" not in [getattr(r, "message", None) for r in reports]
 
 
 @pytest.mark.model
@@ -105,6 +107,13 @@ async def test_hybrid_search_with_the_real_local_model(model_client: LanguageCli
     top = result.results[0]
     assert "PostgreSQL" in top.snippet, "a paraphrase with no shared keyword must be found by its meaning"
     assert top.parts.vector > 0.2
+    # The server loads the model before the index syncs (its one-time peak while the process is small),
+    # and says so in the indexing progress.
+    (reports,) = model_client.progress_reports.values()
+    messages = [getattr(r, "message", None) for r in reports]
+    assert messages.index("loading the embedding model") < next(
+        i for i, m in enumerate(messages) if m and "/" in m
+    ), messages
 
 
 async def test_bounds_answer_invalid_params_and_long_queries_are_cut(keyword_client: LanguageClient) -> None:

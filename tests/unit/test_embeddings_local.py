@@ -219,6 +219,54 @@ def test_a_long_texts_unused_logits_do_not_stay_resident(embedder: LocalEmbedder
     assert rss["sequences"] == 1
 
 
+PEAK_AFTER_PREPARE = """
+import json, sys
+from pathlib import Path
+from mnemo.config import EmbeddingSettings
+from mnemo.embeddings import build_embedder, prepare
+
+def status_mb(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) // 1024
+
+embedder = build_embedder(EmbeddingSettings(provider="local", threads=1), cache_dir=Path(sys.argv[1]))
+if sys.argv[2] == "prepared":
+    prepare(embedder)
+else:
+    embedder.embed(["warm up"])
+Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+before = status_mb("VmRSS")
+vectors = embedder.embed(["word " * 600, "a short one"])  # a whole 512-token window, then 94 tokens
+print(json.dumps({"before": before, "peak": status_mb("VmHWM"), "vectors": vectors.tolist()}))
+"""
+
+
+def _peak_of_a_long_text(embedder: LocalEmbedder, how: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_AFTER_PREPARE, str(embedder._models_dir.parent), how],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="resets VmHWM through /proc")
+def test_a_prepared_model_embeds_a_whole_window_without_a_new_peak(embedder: LocalEmbedder) -> None:
+    """llama.cpp zero-fills its output buffer, a logits row per token (62 MB for a 512-token window),
+    each time the buffer grows. A server's first long text grew it on top of the loaded index: a
+    320-324 MB peak at 2,000 notes. ``prepare`` grows it once, at load; the vectors are the same."""
+    embedder.embed(["load the model once"])  # the converted model is in the fixture's cache
+    lazy = _peak_of_a_long_text(embedder, "lazy")
+    prepared = _peak_of_a_long_text(embedder, "prepared")
+    assert lazy["peak"] - lazy["before"] > 40, lazy  # the growth this is about (62 MB for MiniLM)
+    assert prepared["peak"] - prepared["before"] < 10, prepared
+    np.testing.assert_allclose(prepared["vectors"], lazy["vectors"], atol=1e-6)
+
+
 def test_threads_share_one_model(embedder: LocalEmbedder) -> None:
     from concurrent.futures import ThreadPoolExecutor
 

@@ -110,6 +110,9 @@ def serve_until_idle(root: Path, idle_s: float) -> int:
             )
             return 0
         log.info("serving %s; exits after %.0f s without a request", root, idle_s)
+        from mnemo.embeddings import prepare
+
+        prepare(shared.memory.embedder)  # the model before the index: its one-time peak while small
         try:
             shared.memory.sync()  # the keyword side first; the vectors follow on the embedding thread
         except MnemoError as exc:

@@ -178,6 +178,9 @@ def _reindex_if_written(shared: SharedMemory, reply: ChatResult) -> None:
 
 
 def _quiet_sync(shared: SharedMemory) -> None:
+    from mnemo.embeddings import prepare
+
+    prepare(shared.memory.embedder)  # the model before the index: its one-time peak while small
     try:
         report = shared.memory.sync()
         log.info("index up to date: %d file(s) indexed of %d", report.files_indexed, report.files_seen)

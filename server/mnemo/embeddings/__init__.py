@@ -9,16 +9,26 @@ endpoint, or none.
 
 from __future__ import annotations
 
-from .base import Embedder, EmbeddingError, default_cache_dir, heuristic_token_count, l2_normalize
+from .base import (
+    Embedder,
+    EmbeddingError,
+    Preparable,
+    default_cache_dir,
+    heuristic_token_count,
+    l2_normalize,
+    prepare,
+)
 from .factory import NoneEmbedder, build_embedder, uses_bundled_english_model
 
 __all__ = [
     "Embedder",
     "EmbeddingError",
     "NoneEmbedder",
+    "Preparable",
     "build_embedder",
     "default_cache_dir",
     "heuristic_token_count",
     "l2_normalize",
+    "prepare",
     "uses_bundled_english_model",
 ]

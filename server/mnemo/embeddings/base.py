@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ if TYPE_CHECKING:  # NumPy is loaded where vectors are computed: a keyword one-s
 else:
     FloatArray = "numpy.ndarray[float32]"  # a name for annotations; nothing uses it at run time
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 CACHE_ENV = "MNEMO_CACHE_DIR"
 
@@ -60,6 +62,29 @@ class Embedder(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Preparable(Protocol):
+    """An embedder with a model in this process that can be made ready ahead of the first call."""
+
+    def prepare(self) -> None:
+        """Load the model and reserve its largest working buffers now (a server does this at start,
+        while the process is small and before the index opens). Raises EmbeddingError."""
+        ...
+
+
+def prepare(embedder: Embedder) -> None:
+    """Load an in-process embedding model now, before the index opens: what a long-lived server does at
+    start. Its first search then does not wait for the model, and the model's one-time peak comes while
+    the process is small (:meth:`mnemo.embeddings.local.LocalEmbedder.prepare`). Nothing for a remote
+    provider or none. A model that cannot load is logged; the searches that need it say so."""
+    if not isinstance(embedder, Preparable):
+        return
+    try:
+        embedder.prepare()
+    except EmbeddingError as exc:
+        log.warning("the embedding model did not load: %s", exc)
 
 
 def default_cache_dir(cache_dir: Path | None = None) -> Path:

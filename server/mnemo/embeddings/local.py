@@ -118,6 +118,8 @@ class LocalEmbedder:
         self._suffix: list[int] = []
         self._released_outputs = 0
         """Output rows whose unused logits were handed back to the kernel (:meth:`_release_logits`)."""
+        self._prepared = False
+        """The output buffer was grown to a whole window by :meth:`prepare`."""
         self._decoder: ThreadPoolExecutor | None = None
         """The one thread that runs llama.cpp's forward passes (:meth:`_on_decode_thread`)."""
 
@@ -218,6 +220,26 @@ class LocalEmbedder:
             self._llm = llm
             log.info("loaded embedding model %s (%d dims, %d tokens)", path.name, self._dims, self._n_ctx)
             return llm
+
+    def prepare(self) -> None:
+        """Load the model and grow llama.cpp's output buffer to its largest, once (a server calls this
+        at start, before its index opens).
+
+        llama.cpp zero-fills that buffer each time it grows, logits rows included (n_vocab floats a
+        token: 62 MB for MiniLM's 512-token window), and :meth:`_release_logits` hands the rows back
+        only after the decode. Grown by the first long text of a running server, that is a 62 MB peak
+        on top of its loaded index (320-324 MB at 2,000 notes, docs/benchmarks.md); grown here, the
+        peak comes while the process is small, and no later decode grows the buffer again."""
+        llm = self._load()
+        with self._lock:
+            if self._prepared:
+                return
+            room = self._n_ctx - len(self._prefix) - len(self._suffix)
+            filler = llm.tokenize(b"a", add_bos=False, special=False)[:1]
+            window = self._prefix + filler * room + self._suffix
+        self._on_decode_thread(lambda: self._decode(llm, [window]))
+        with self._lock:
+            self._prepared = True
 
     def _extra_buffer_types(self, path: Path) -> bool:
         """Whether llama.cpp may repack this model for the CPU's fastest kernels: probed once per machine
@@ -362,3 +384,4 @@ class LocalEmbedder:
                 self._llm.close()
                 self._llm = None
                 self._released_outputs = 0
+                self._prepared = False

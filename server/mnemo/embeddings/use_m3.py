@@ -141,6 +141,10 @@ class UseM3Embedder:
                 log.info("loaded embedding model %s (%d dims, %d threads)", self.model, DIMS, threads)
             return self._use
 
+    def prepare(self) -> None:
+        """Load the weights now (a server at start, before its index opens)."""
+        self._load()
+
     def count_tokens(self, text: str) -> int:
         """SentencePiece tokens of ``text``, not counting the <s> and </s> the model adds."""
         use = self._load()

@@ -77,6 +77,8 @@ class MnemoLanguageServer(LanguageServer):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.index_task: asyncio.Task[Any] | None = None
         self.index_cancel = threading.Event()
+        self.index_writer = False
+        """This process holds the workspace's index (else another mnemo process answers its searches)."""
         self.log_handler = LspLogHandler(self)
         self.document_listeners: list[Callable[[str], None]] = []
         """Called on the event loop with a document's URI after it is opened, changed or saved."""
@@ -93,14 +95,16 @@ class MnemoLanguageServer(LanguageServer):
     # -- services -------------------------------------------------------------------------------
     def start_services(self, root: Path) -> Services:
         """Build the core for the workspace the client opened. Its imports (DuckDB, NumPy) are paid
-        here, after ``initialize`` has been answered; models load later still, on first use."""
+        here, after ``initialize`` has been answered; the embedding model loads next, in the indexing
+        task (:func:`mnemo.lsp.handlers.lifecycle.index_in_background`)."""
         from mnemo.services import build_services
 
         try:
             services = build_services(root)
             # One index writer per workspace: a gateway serving this workspace hands the index over.
             # Shared before any handler can reach the agent, which then searches through it too.
-            if not services.share_index("editor").start():
+            self.index_writer = services.share_index("editor").start()
+            if not self.index_writer:
                 log.warning("another mnemo process writes this workspace's index")
             services.memory.on_vectors_ready(lambda: self.post(self.index_changed))
             self.services = services

@@ -42,6 +42,10 @@ STATUS_EVERY_S = 0.25
 reads the index's counts on the event loop), and always at the end."""
 
 
+LOADING_MODEL = "loading the embedding model"
+"""Work-done progress while :func:`mnemo.embeddings.prepare` loads it, before the index syncs."""
+
+
 class Throttle:
     """True at most once per ``seconds`` (and always for the final call)."""
 
@@ -63,10 +67,13 @@ def _supports_progress(server: MnemoLanguageServer) -> bool:
     return bool(window and window.work_done_progress)
 
 
-async def index_in_background(server: MnemoLanguageServer, *, full: bool = False) -> None:
+async def index_in_background(
+    server: MnemoLanguageServer, *, full: bool = False, prepare_model: bool = False
+) -> None:
     """Sync the index on a worker thread, reporting work-done progress; typing never waits on it.
 
-    The keyword side is committed first (searchable in seconds; status is sent and the listeners run
+    ``prepare_model``: load the embedding model first (the server's start, when it writes the index:
+    :func:`mnemo.embeddings.prepare`). The keyword side is committed first (searchable in seconds; status is sent and the listeners run
     then); the same progress then follows the background embedding of the pending chunks
     ("embedding 1,240/4,100 chunks") until it is done or cancelled (shutdown, client gone, re-index)."""
     memory = server.core.memory
@@ -119,6 +126,12 @@ async def index_in_background(server: MnemoLanguageServer, *, full: bool = False
     message = "done"
     told = False  # the client has the final state and the listeners ran on it
     try:
+        from mnemo.embeddings import Preparable, prepare  # the core: after `initialize`
+
+        if prepare_model and isinstance(memory.embedder, Preparable):
+            if has_progress:
+                progress.report(token, types.WorkDoneProgressReport(message=LOADING_MODEL, percentage=0))
+            await asyncio.to_thread(prepare, memory.embedder)
         memory.embed_in_background(server.index_cancel)  # the sync returns once keywords are searchable
         report_ = await asyncio.to_thread(memory.sync, full=full, progress=report, cancel=server.index_cancel)
         message = f"{report_.files_indexed} file(s) indexed in {report_.keyword_seconds:.1f}s" + (
@@ -164,7 +177,7 @@ def register(server: MnemoLanguageServer) -> None:
         from mnemo.lsp.approver import install_lsp_approvals  # the policy modules: after `initialize`
 
         install_lsp_approvals(ls)  # the editor answers every gate's approvals (chat and mnemo/exec)
-        ls.index_task = asyncio.create_task(index_in_background(ls))
+        ls.index_task = asyncio.create_task(index_in_background(ls, prepare_model=ls.index_writer))
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: MnemoLanguageServer, params: None) -> None:
