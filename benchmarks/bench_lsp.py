@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import statistics
 import sys
@@ -43,6 +44,15 @@ async def settle(pid: int, quiet_s: float = 2.0, limit_s: float = 600.0) -> floa
             break
         last = now
     return time.perf_counter() - started
+
+
+def peak_since(pid: int) -> float:
+    """The server's VmHWM since the last call (then reset to its VmRSS through /proc/PID/clear_refs):
+    the peak of one phase of the run."""
+    peak = rss_mb(pid)
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    return peak
 
 
 def rss_mb(pid: int, field: str = "VmHWM") -> float:
@@ -80,12 +90,14 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
     pid = client._server.pid if client._server else 0
     settled = await settle(pid) if warm and pid else 0.0
     settled_rss = rss_mb(pid, "VmRSS") if pid else 0.0
+    peaks = {"start": peak_since(pid) if pid else 0.0}
     latencies = []
     for i in range(searches):
         t = time.perf_counter()
         await client.protocol.send_request_async("mnemo/memorySearch", {"query": f"deploy staging {i}"})
         latencies.append(1000 * (time.perf_counter() - t))
     searched_rss = rss_mb(pid, "VmRSS") if pid else 0.0
+    peaks["searches"] = peak_since(pid) if pid else 0.0
     path = ws / "memory" / "deploy-runbook.md"
     uri = path.as_uri()
     text = path.read_text(encoding="utf-8")
@@ -111,7 +123,8 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
         result = await client.protocol.send_request_async("mnemo/memorySearch", {"query": word})
         assert any(word in r.snippet for r in result.results), "edit not searchable"
         edits.append(1000 * (time.perf_counter() - t))
-    rss = rss_mb(pid) if pid else 0.0
+    peaks["edits"] = peak_since(pid) if pid else 0.0
+    rss = max(peaks.values())
     if warm and pid:
         # Idle past the writer's quiet delay, after which it checkpoints what it holds for the edits.
         await settle(pid, quiet_s=QUIET_S + 2.0)
@@ -128,6 +141,7 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
         "search_ms": latencies,
         "edit_ms": edits,
         "rss_mb": rss,
+        "peaks": peaks,
         "settled_rss_mb": settled_rss,
         "searched_rss_mb": searched_rss,
         "final_rss_mb": final_rss,
@@ -177,6 +191,8 @@ def main() -> int:
         f"| didChange to a search that sees the edit, median (max) | {statistics.median(edits):.0f} ({max(edits):.0f}) ms |"
     )
     print(f"| server peak RSS (VmHWM) | {max(r['rss_mb'] for r in runs):.0f} MB |")
+    for phase in ("start", "searches", "edits"):
+        print(f"| peak during the {phase} | {max(r['peaks'][phase] for r in runs):.0f} MB |")
     print(f"| server RSS once settled, before the searches (VmRSS) | {med('settled_rss_mb'):.0f} MB |")
     print(f"| server RSS after the searches (VmRSS) | {med('searched_rss_mb'):.0f} MB |")
     settled_again = ", settled again" if args.warm else ""

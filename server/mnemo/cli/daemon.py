@@ -93,8 +93,10 @@ def start_detached(root: Path, idle_minutes: float, verbose: int = 0) -> int:
 def serve_until_idle(root: Path, idle_s: float) -> int:
     """The daemon itself: hold the index and answer until idle, signalled or asked to yield."""
     from mnemo.errors import MnemoError
+    from mnemo.server_malloc import tune_for_server
     from mnemo.services import build_services
 
+    tune_for_server()  # before the daemon's threads allocate
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())

@@ -82,6 +82,9 @@ def _sync_loop(
 
 
 def run_gateway(args: argparse.Namespace) -> int:
+    from mnemo.server_malloc import tune_for_server
+
+    tune_for_server()  # before the gateway's threads allocate
     parent = os.getppid() if args.exit_with_parent else None  # before the slow start-up: it may die meanwhile
     stopping = _Stopping()
     lifeline = _start_lifeline(stopping, parent)  # watching from here: start-up can take seconds under load

@@ -61,6 +61,9 @@ def serve(workspace: Path | None, ws: str | None = None, quick: QuickStart | Non
     if address and address[0] not in ("127.0.0.1", "localhost", "::1"):
         log.error("refusing to serve LSP on non-loopback address %s: it has no authentication", address[0])
         return 2
+    from mnemo.server_malloc import tune_for_server
+
+    tune_for_server()  # before the server's threads allocate
     server = create_server(workspace)
     server.lifeline.start()
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -60,6 +61,35 @@ def open_buffers(ls: MnemoLanguageServer) -> dict[str, str]:
     return out
 
 
+class OnePassAtATime:
+    """Runs a workspace pass so that passes never overlap: asked while one runs, it runs once more after
+    it (what changed meanwhile is seen), however often it was asked. On the event loop only.
+
+    The index listeners fire after the sync and again when the background vectors are ready, so a
+    server's start asked for two or three passes at once: each held every memory chunk's vector (a
+    372 MB peak at 2,000 notes against 276 for one pass; docs/benchmarks.md)."""
+
+    def __init__(self, work: Callable[[], Awaitable[None]]) -> None:
+        self.work = work
+        self.running = False
+        self.again = False
+        self.passes = 0
+
+    async def __call__(self) -> None:
+        if self.running:
+            self.again = True
+            return
+        self.running = True
+        try:
+            self.again = True
+            while self.again:
+                self.again = False
+                self.passes += 1
+                await self.work()
+        finally:
+            self.running = False
+
+
 def register(server: MnemoLanguageServer) -> None:
     timers: dict[str, asyncio.TimerHandle] = {}
     tasks: set[asyncio.Task[None]] = set()
@@ -107,7 +137,8 @@ def register(server: MnemoLanguageServer) -> None:
         timers[uri] = loop.call_later(delay, lambda: spawn(publish(uri)))
 
     server.document_listeners.append(schedule)
-    server.index_listeners.append(lambda: spawn(publish_all()))
+    workspace_pass = OnePassAtATime(publish_all)
+    server.index_listeners.append(lambda: spawn(workspace_pass()))
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
