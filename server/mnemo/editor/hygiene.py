@@ -13,6 +13,7 @@ Checks:
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 from collections.abc import Sequence, Set
@@ -128,14 +129,19 @@ def budget_problems(path: str, text: str, budget_chars: int) -> list[Problem]:
 
 
 # -- near-duplicates -------------------------------------------------------------------------------
+_IN_MATRIX = np.zeros(0, dtype=np.float32)
+
+
 class VectorSpace:
     """The workspace's chunk vectors long enough to compare, normalised once: a whole-workspace pass asks
     it for every file, so it must not stack and normalise all vectors again per file."""
 
     def __init__(self, chunks: Sequence[ChunkVector]) -> None:
-        self.chunks = [c for c in chunks if len(c.text.strip()) >= MIN_DUPLICATE_CHARS]
-        dims = len(self.chunks[0].vector) if self.chunks else 0
-        self.matrix = _normalised([c.vector for c in self.chunks]) if self.chunks else np.zeros((0, dims))
+        usable = [c for c in chunks if len(c.text.strip()) >= MIN_DUPLICATE_CHARS]
+        dims = len(usable[0].vector) if usable else 0
+        self.matrix = _normalised([c.vector for c in usable]) if usable else np.zeros((0, dims))
+        # The vectors live in the matrix from here on: the chunks keep no reference to the caller's.
+        self.chunks = [dataclasses.replace(c, vector=_IN_MATRIX) for c in usable]
         self.path_ids = np.zeros(len(self.chunks), dtype=np.int64)
         self.rows: dict[str, list[int]] = {}
         for i, chunk in enumerate(self.chunks):

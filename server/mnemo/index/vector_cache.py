@@ -154,13 +154,15 @@ class VectorCache:
 
     # -- reading -------------------------------------------------------------------------------------
     def get(self, con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> dict[int, np.ndarray] | None:
-        """The vectors of ``ids`` that have one (copies); None when the cache is off (the caller asks
-        DuckDB)."""
+        """The vectors of ``ids`` that have one (rows of one copy, gathered at once: a diagnostics pass
+        asks for every memory chunk, and 7,000 small copies stayed on the heap); None when the cache
+        is off (the caller asks DuckDB)."""
         with self._lock:
             if not self._ready(con):
                 return None
             rows = [(cid, self._row[cid]) for cid in ids if cid in self._row]
-            return {cid: self._matrix[row].copy() for cid, row in rows}
+            block = self._matrix[[row for _, row in rows]]
+            return {cid: block[i] for i, (cid, _) in enumerate(rows)}
 
     def nearest(
         self,
