@@ -273,6 +273,19 @@ def test_vectors_follow_committed_writes(reader_factory: Factory) -> None:
         assert all(r.path != gone for r in reader.records(list(left)).values())
 
 
+def test_chunks_of_one_file_by_start_line_with_vectors_when_asked(reader_factory: Factory) -> None:
+    with reading(reader_factory()) as reader:
+        plain = reader.chunks_of("memory/2026-11-02.md")
+        assert plain and all(c.path == "memory/2026-11-02.md" and c.embedding is None for c in plain)
+        assert [c.start_line for c in plain] == sorted(c.start_line for c in plain)
+        embedded = reader.chunks_of("memory/2026-11-02.md", with_vectors=True)
+        assert [c.id for c in embedded] == [c.id for c in plain]
+        assert all(c.embedding is not None and len(c.embedding) == 16 for c in embedded)
+        assert reader.chunks_of("memory/no-such-note.md", with_vectors=True) == []
+    with reading(reader_factory(dims=0)) as reader:
+        assert all(c.embedding is None for c in reader.chunks_of("MEMORY.md", with_vectors=True))
+
+
 def test_embedded_chunks_of_a_source_in_path_order(reader_factory: Factory) -> None:
     with reading(reader_factory()) as reader:
         chunks = reader.embedded_chunks("memory")

@@ -18,7 +18,7 @@ import posixpath
 import re
 from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -163,7 +163,14 @@ class VectorSpace:
         ]
 
 
-def duplicate_problems(path: str, space: VectorSpace, threshold: float, text: str) -> list[Problem]:
+class Neighbours(Protocol):
+    """Who answers "each chunk of this file and its nearest chunk elsewhere": :class:`VectorSpace` for a
+    workspace pass, :class:`mnemo.editor.neighbours.IndexNeighbours` for one file."""
+
+    def nearest_other(self, path: str) -> list[tuple[ChunkVector, ChunkVector, float]]: ...
+
+
+def duplicate_problems(path: str, space: Neighbours, threshold: float, text: str) -> list[Problem]:
     """Chunks of ``path`` whose nearest chunk in another file has cosine >= ``threshold``."""
     lines = _lines(text)
     out = []
@@ -306,7 +313,7 @@ def file_problems(
     *,
     known: Set[str],
     budget_chars: int,
-    vectors: VectorSpace | None = None,
+    vectors: Neighbours | None = None,
     duplicate_threshold: float = 1.01,
 ) -> list[Problem]:
     """All problems of one memory file, sorted by position (near-duplicates only with ``vectors``)."""

@@ -22,6 +22,7 @@ from mnemo.editor.insights import (
     file_chunk_stats,
     insight_from_stats,
 )
+from mnemo.editor.neighbours import IndexNeighbours
 from mnemo.editor.vcs import BlameCache, CommitResult, HistoryEntry, MemoryRepo
 from mnemo.memory.service import MemoryService
 from mnemo.workspace.layout import FileKind
@@ -103,14 +104,25 @@ class EditorService:
         known: set[str] | None = None,
         vectors: hygiene.VectorSpace | None = None,
     ) -> list[hygiene.Problem]:
-        """Hygiene problems of one memory file's text (the editor buffer or the disk)."""
+        """Hygiene problems of one memory file's text (the editor buffer or the disk). ``vectors``: a
+        workspace pass's; without, the file's near-duplicates come from the index's nearest-neighbour
+        search (:class:`mnemo.editor.neighbours.IndexNeighbours`), not from every chunk's vector."""
         if not self.is_memory_markdown(rel):
             return []
-        vectors = self._vectors() if vectors is None else vectors
+        known = self.known_files() if known is None else known
+        if vectors is not None:
+            return self._file_problems(rel, text, known, vectors)
+        with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
+            neighbours = None if reader is None else IndexNeighbours(reader)
+            return self._file_problems(rel, text, known, neighbours)
+
+    def _file_problems(
+        self, rel: str, text: str, known: set[str], vectors: hygiene.Neighbours | None
+    ) -> list[hygiene.Problem]:
         return hygiene.file_problems(
             rel,
             text,
-            known=self.known_files() if known is None else known,
+            known=known,
             budget_chars=self.settings.memory.injection_budget_chars,
             vectors=vectors,
             duplicate_threshold=self.settings.memory.duplicate_threshold,

@@ -212,6 +212,11 @@ class IndexReader(Protocol):
         """Float32 embeddings by chunk id, for the ids that have one."""
         ...
 
+    def chunks_of(self, path: str, *, with_vectors: bool = False) -> list[ChunkRecord]:
+        """The chunks of one file, by start line (``with_vectors``: with their vectors, where they have
+        one): a single file's near-duplicates without every chunk's vector."""
+        ...
+
     def embedded_chunks(self, source: str) -> list[ChunkRecord]:
         """Every chunk of ``source`` (e.g. ``"memory"``) that has a vector, with it, ordered by path and
         start line (near-duplicate diagnostics). Empty in an index without vectors."""

@@ -138,6 +138,15 @@ class PgReader:
         ).fetchall()
         return {int(cid): np.asarray(vector, dtype=np.float32) for cid, vector in rows}
 
+    def chunks_of(self, path: str, *, with_vectors: bool = False) -> list[ChunkRecord]:
+        rows = self.con.execute(
+            f"SELECT id FROM {SCHEMA}.chunks WHERE g = %s AND path = %s ORDER BY start_line, id",
+            [self.g, path],
+        ).fetchall()
+        ids = [int(row[0]) for row in rows]
+        found = self.records(ids, with_vectors=with_vectors)
+        return [found[cid] for cid in ids if cid in found]
+
     def embedded_chunks(self, source: str) -> list[ChunkRecord]:
         if not self._with_vectors:
             return []

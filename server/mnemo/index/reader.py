@@ -298,6 +298,16 @@ class DuckReader:
             self._chunk_rows = held.chunks if held is not None else int(row[0]) if row else 0
         return self._chunk_rows > POINT_READS_PAST
 
+    def chunks_of(self, path: str, *, with_vectors: bool = False) -> list[ChunkRecord]:
+        ids = [
+            int(row[0])
+            for row in self.con.execute(
+                "SELECT id FROM chunks WHERE path = ? ORDER BY start_line, id", [path]
+            ).fetchall()
+        ]
+        found = self.records(ids, with_vectors=with_vectors)
+        return [found[cid] for cid in ids if cid in found]
+
     def embedded_chunks(self, source: str) -> list[ChunkRecord]:
         if not self._with_vectors:
             return []

@@ -1,0 +1,78 @@
+"""One file's near-duplicates from the index's nearest neighbours: the same answer as the workspace pass,
+without reading every chunk's vector."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import write_files
+
+from mnemo.config import load_settings
+from mnemo.editor.service import EditorService
+from mnemo.memory.service import MemoryService
+from mnemo.workspace.layout import Workspace
+
+SHARED = "The billing service stores invoices in PostgreSQL with row-level security per tenant."
+NOTES: dict[str, str | bytes] = {
+    "MEMORY.md": f"# Memory\n\n## Decisions\n- {SHARED}\n",
+    "memory/2026-11-02.md": f"# 2026-11-02\n\n## Meetings\n- {SHARED}\n\n## Garden\n- Tomatoes need full sun.\n",
+    "memory/gardening.md": (
+        "# Gardening\n\nTomatoes need full sun and regular watering; prune the suckers weekly.\n"
+    ),
+    "memory/short.md": "# Short\n\nok\n",
+}
+
+
+def _editor(root: Path, hash_embedder: Any) -> tuple[MemoryService, EditorService]:
+    write_files(root, NOTES)
+    (root / "mnemo.toml").write_text("[memory]\nduplicate_threshold = 0.6\n", encoding="utf-8")
+    settings, problems = load_settings(root)
+    workspace = Workspace(root, ignore=[*settings.index.ignore, settings.index.dir])
+    memory = MemoryService(workspace, settings, hash_embedder(dims=64), problems)
+    memory.sync(vectors="wait")
+    return memory, EditorService(memory, settings)
+
+
+def _duplicates(problems: list[Any]) -> list[tuple[int, str]]:
+    return sorted((p.start[0], p.data["otherPath"]) for p in problems if p.code == "near-duplicate")
+
+
+def test_a_files_near_duplicates_match_the_workspace_pass(tmp_path: Path, hash_embedder: Any) -> None:
+    memory, editor = _editor(tmp_path, hash_embedder)
+    try:
+        whole = editor.diagnose_workspace()
+        for rel, problems in whole.items():
+            text = (tmp_path / rel).read_text(encoding="utf-8")
+            assert _duplicates(editor.diagnose(rel, text)) == _duplicates(problems), rel
+        assert _duplicates(whole["MEMORY.md"]) == [(0, "memory/2026-11-02.md")]
+        assert _duplicates(whole["memory/2026-11-02.md"]) == [(0, "MEMORY.md")]
+        assert _duplicates(whole["memory/gardening.md"]) == []
+    finally:
+        memory.close()
+
+
+def test_a_single_file_diagnose_never_reads_every_chunks_vector(
+    tmp_path: Path, hash_embedder: Any, monkeypatch: Any
+) -> None:
+    """Diagnosing an edited file built the whole workspace's vector matrix (22 MB at 2,000 notes, for
+    every edit); it now asks the index for each chunk's nearest neighbours."""
+    memory, editor = _editor(tmp_path, hash_embedder)
+    try:
+        asked: list[str] = []
+        from mnemo.index import reader as duck_reader
+
+        real = duck_reader.DuckReader.embedded_chunks
+
+        def spy(self: Any, source: str) -> Any:
+            asked.append(source)
+            return real(self, source)
+
+        monkeypatch.setattr(duck_reader.DuckReader, "embedded_chunks", spy)
+        found = editor.diagnose_buffer("MEMORY.md", (tmp_path / "MEMORY.md").read_text(encoding="utf-8"))
+        assert _duplicates(found) == [(0, "memory/2026-11-02.md")]
+        assert asked == []
+        editor.diagnose_workspace()
+        assert asked == ["memory"]  # the workspace pass still reads them, once
+    finally:
+        memory.close()
