@@ -219,3 +219,20 @@ def test_the_cache_loads_every_vector_page_by_page_whatever_the_gaps_in_ids(
             np.testing.assert_allclose(got[cid], vector)
     finally:
         store.con.close()
+
+
+def test_a_loaded_cache_takes_a_few_new_chunks_without_copying_its_matrix(tmp_path: Path) -> None:
+    """Loaded at its exact size, the matrix was grown (a second copy, +25%) by a server's first edit that
+    added a chunk: the peak of an edit at 2,000 notes. It now loads with spare rows."""
+    store = _store(tmp_path, n=200)
+    try:
+        query = _vectors(1, 5)[0]
+        _nearest(store, query, 5)  # loaded
+        matrix = store.vector_cache._matrix
+        assert len(matrix) >= 200 + 200 // 16
+        with store.transaction():
+            store.insert_chunks(_rows(3, start=500), _vectors(3, 9), live=True)
+        assert store.vector_cache._matrix is matrix
+        _same(_nearest(store, query, 203), _duckdb_exact(store, query))
+    finally:
+        store.con.close()

@@ -28,6 +28,10 @@ from mnemo.index.duckdb_native import duckdb, sql_ids
 LIMIT_BYTES = 96 * 1024 * 1024
 """Most memory the cache may take (~65,000 chunks of 384-dim vectors): bigger indexes read from DuckDB."""
 
+HEADROOM = 16
+"""Rows loaded get 1/16 more spare rows: without, a server's first edit that added a chunk grew the full
+matrix by a quarter, a second copy at once (+14 MB at 2,000 notes, the peak of an edit)."""
+
 _LOAD_ROWS = 2048
 """Rows read per query while loading, on average (each row arrives as its own small array: bounded extra
 memory). The pages are ranges of ids, not ``ORDER BY id LIMIT``: DuckDB then streams the scan instead of
@@ -88,7 +92,7 @@ class VectorCache:
         if int(count) * self.dims * 4 > self.limit_bytes:
             self._off = True
             return False
-        self._grow(int(count))
+        self._grow(int(count) + int(count) // HEADROOM + 64)  # a server's first edits fit
         if count:
             pages = math.ceil(int(count) / _LOAD_ROWS)
             step = math.ceil((int(high) - int(low) + 1) / pages)  # ~_LOAD_ROWS rows a page on average
