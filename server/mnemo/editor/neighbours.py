@@ -37,21 +37,23 @@ class IndexNeighbours:
     def nearest_other(self, path: str) -> list[tuple[ChunkVector, ChunkVector, float]]:
         """(chunk of ``path``, its most similar chunk in another memory file, cosine) for each chunk of
         ``path`` long enough to compare, as :meth:`mnemo.editor.hygiene.VectorSpace.nearest_other`."""
-        own = [c for c in self.reader.chunks_of(path, with_vectors=True) if c.embedding is not None]
+        own = [
+            (c, c.embedding)
+            for c in self.reader.chunks_of(path, with_vectors=True)
+            if c.embedding is not None
+        ]
         out = []
-        for chunk in own:
+        for chunk, vector in own:
             if not _comparable(chunk):
                 continue
-            assert chunk.embedding is not None
-            found = self._nearest_elsewhere(chunk, path, len(own) + FIRST_ASK)
+            found = self._nearest_elsewhere(vector, path, len(own) + FIRST_ASK)
             if found is not None:
                 other, cosine = found
-                out.append((_chunk_vector(chunk, chunk.embedding), _chunk_vector(other, _NO_VECTOR), cosine))
+                out.append((_chunk_vector(chunk, vector), _chunk_vector(other, _NO_VECTOR), cosine))
         return out
 
-    def _nearest_elsewhere(self, chunk: ChunkRecord, path: str, ask: int) -> tuple[ChunkRecord, float] | None:
-        assert chunk.embedding is not None
-        vector = chunk.embedding
+    def _nearest_elsewhere(self, vector: np.ndarray, path: str, ask: int) -> tuple[ChunkRecord, float] | None:
+        """The nearest comparable chunk outside ``path`` and its cosine; None when there is none."""
         norm = float(np.linalg.norm(vector))
         if norm == 0:
             return None

@@ -73,9 +73,10 @@ async def index_in_background(
     """Sync the index on a worker thread, reporting work-done progress; typing never waits on it.
 
     ``prepare_model``: load the embedding model first (the server's start, when it writes the index:
-    :func:`mnemo.embeddings.prepare`). The keyword side is committed first (searchable in seconds; status is sent and the listeners run
-    then); the same progress then follows the background embedding of the pending chunks
-    ("embedding 1,240/4,100 chunks") until it is done or cancelled (shutdown, client gone, re-index)."""
+    :func:`mnemo.embeddings.prepare`). The keyword side is committed first (searchable in seconds;
+    status is sent and the listeners run then); the same progress then follows the background embedding
+    of the pending chunks ("embedding 1,240/4,100 chunks") until it is done or cancelled (shutdown,
+    client gone, re-index)."""
     memory = server.core.memory
     token = f"mnemo-index-{uuid.uuid4()}"
     progress = server.work_done_progress
