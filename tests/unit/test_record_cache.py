@@ -107,3 +107,37 @@ def test_the_writer_lists_embedded_chunks_from_memory_as_the_table_does(
     finally:
         memory.close()
         built.close()
+
+
+def test_the_writer_loads_every_row_page_by_page_whatever_the_gaps_in_ids(
+    make_workspace: WorkspaceBuilder, hash_embedder: Any, monkeypatch: Any
+) -> None:
+    """The whole-index load reads ranges of ids (one statement held DuckDB's whole result and every
+    row's tuple at once): deleted files leave gaps that must neither lose nor repeat a row."""
+    from mnemo.index import reader as duck_reader
+    from mnemo.index.reader import DuckReader
+    from mnemo.memory.service import MemoryService
+    from mnemo.services import build_services
+
+    notes = {f"memory/note-{i:02d}.md": f"# Note {i}\n\nThe {i}th thing to remember.\n" for i in range(30)}
+    root: Path = make_workspace(notes)
+    built = build_services(root)
+    memory = MemoryService(built.workspace, built.settings, hash_embedder(dims=16))
+    try:
+        memory.sync(vectors="wait")
+        for i in range(0, 30, 4):
+            (root / f"memory/note-{i:02d}.md").unlink()
+        memory.sync(vectors="wait")
+        monkeypatch.setattr(duck_reader, "RECORD_PAGE", 3)
+        store = memory.indexer.store
+        store.record_cache.clear()
+        cached = store.read_with(store.reader())
+        plain = DuckReader(store.reader(), store.identity)
+        ids = [int(r[0]) for r in store.con.execute("SELECT id FROM chunks ORDER BY id").fetchall()]
+        assert len(ids) == 22 and ids[-1] - ids[0] + 1 > len(ids)  # gaps
+        assert cached.records(ids[:1]) == plain.records(ids[:1])  # the first read loads every row
+        found, missing = store.record_cache.get(ids)
+        assert missing == [] and found == plain.records(ids)
+    finally:
+        memory.close()
+        built.close()

@@ -10,6 +10,7 @@ generation against a swap while it is used.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,8 @@ _KIND_SQL = {
     **{kind.value: f"c.kind = '{kind.value}'" for kind in FileKind},
 }
 _RECORD = "id, key, path, source, kind, day, start_line, end_line, heading, text"
+RECORD_PAGE = 2048
+"""Rows a page when the writer's record cache loads every chunk (:meth:`DuckReader._every_record`)."""
 
 
 def vector_literal(vector: np.ndarray) -> str:
@@ -253,8 +256,7 @@ class DuckReader:
         cache = self._record_cache
         if cache is not None and cache.wants_all(self.counts().chunks):
             epoch = cache.epoch
-            every = self.con.execute(f"SELECT {_RECORD} FROM chunks").fetchall()
-            cache.put([_record(row) for row in every], epoch, complete=True)
+            cache.put(self._every_record(), epoch, complete=True)
         found, missing = cache.get(ids) if cache is not None else ({}, list(ids))
         if missing:
             epoch = cache.epoch if cache is not None else 0
@@ -269,6 +271,22 @@ class DuckReader:
             vectors = self.vectors(list(found))
             found = {cid: dataclasses.replace(r, embedding=vectors.get(cid)) for cid, r in found.items()}
         return found
+
+    def _every_record(self) -> list[ChunkRecord]:
+        """Every chunk's row, read by ranges of ids of ~:data:`RECORD_PAGE` rows: one statement for all
+        held DuckDB's whole result and every row's tuple at once (at a server's start, under the first
+        diagnostics pass: part of a 320 MB peak at 2,000 notes)."""
+        bounds = self.con.execute("SELECT count(*), min(id), max(id) FROM chunks").fetchone()
+        count, low, high = bounds if bounds is not None else (0, None, None)
+        if not count or low is None or high is None:
+            return []
+        step = math.ceil((int(high) - int(low) + 1) / math.ceil(int(count) / RECORD_PAGE))
+        sql = f"SELECT {_RECORD} FROM chunks WHERE id >= ? AND id < ?"
+        return [
+            _record(row)
+            for start in range(int(low), int(high) + 1, step)
+            for row in self.con.execute(sql, [start, start + step]).fetchall()
+        ]
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         if not ids or not self._with_vectors:
