@@ -267,6 +267,42 @@ def test_a_prepared_model_embeds_a_whole_window_without_a_new_peak(embedder: Loc
     np.testing.assert_allclose(prepared["vectors"], lazy["vectors"], atol=1e-6)
 
 
+def test_prepare_grows_the_buffer_no_further_than_its_byte_budget(
+    embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model of a large vocabulary (1 MB of logits a token at 250,000) must not zero-fill a whole
+    window's rows at start: the window prepared is cut to PREPARE_BYTES."""
+    from mnemo.embeddings import local
+
+    default = local.PREPARE_BYTES
+    embedder.embed(["load the model once"])
+    fresh = LocalEmbedder(None, embedder._models_dir, threads=1)
+    try:
+        decoded: list[int] = []
+        real = fresh._decode
+        monkeypatch.setattr(
+            fresh, "_decode", lambda llm, seqs: decoded.extend(map(len, seqs)) or real(llm, seqs)
+        )
+        monkeypatch.setattr(local, "PREPARE_BYTES", 4 * 30522 * 100)  # 100 MiniLM rows
+        fresh.prepare()
+        fresh.prepare()  # once
+        assert decoded == [100]
+    finally:
+        fresh.close()
+    whole = LocalEmbedder(None, embedder._models_dir, threads=1)
+    try:
+        decoded.clear()
+        real_whole = whole._decode
+        monkeypatch.setattr(
+            whole, "_decode", lambda llm, seqs: decoded.extend(map(len, seqs)) or real_whole(llm, seqs)
+        )
+        monkeypatch.setattr(local, "PREPARE_BYTES", default)
+        whole.prepare()
+        assert decoded == [512]  # MiniLM's whole window fits the default budget
+    finally:
+        whole.close()
+
+
 def test_threads_share_one_model(embedder: LocalEmbedder) -> None:
     from concurrent.futures import ThreadPoolExecutor
 

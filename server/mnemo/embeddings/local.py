@@ -34,6 +34,10 @@ _llama_log = logging.getLogger("mnemo.embeddings.llama_cpp")
 MAX_CONTEXT = 8192
 """Upper bound on the context we allocate, whatever the model was trained for."""
 
+PREPARE_BYTES = 64 * 1024 * 1024
+"""Most logits rows :meth:`LocalEmbedder.prepare` makes llama.cpp zero-fill at once (MiniLM's whole
+512-token window is 62 MB)."""
+
 _log_callback: Any = None  # keeps the ctypes callback alive for as long as the process runs
 
 
@@ -229,12 +233,17 @@ class LocalEmbedder:
         token: 62 MB for MiniLM's 512-token window), and :meth:`_release_logits` hands the rows back
         only after the decode. Grown by the first long text of a running server, that is a 62 MB peak
         on top of its loaded index (320-324 MB at 2,000 notes, docs/benchmarks.md); grown here, the
-        peak comes while the process is small, and no later decode grows the buffer again."""
+        peak comes while the process is small, and no later decode grows the buffer again (for a model
+        whose whole window's rows fit :data:`PREPARE_BYTES`)."""
         llm = self._load()
         with self._lock:
             if self._prepared:
                 return
-            room = self._n_ctx - len(self._prefix) - len(self._suffix)
+            # A whole window, unless its logits rows would pass PREPARE_BYTES (a model of a large
+            # vocabulary or context: a 250,000-token vocabulary is 1 MB a row); longer texts then grow
+            # the buffer later, as without this step.
+            rows = min(self._n_ctx, max(1, PREPARE_BYTES // (4 * max(1, int(llm.n_vocab())))))
+            room = max(0, rows - len(self._prefix) - len(self._suffix))
             filler = llm.tokenize(b"a", add_bos=False, special=False)[:1]
             window = self._prefix + filler * room + self._suffix
         self._on_decode_thread(lambda: self._decode(llm, [window]))
