@@ -78,13 +78,16 @@ def prepare(embedder: Embedder) -> None:
     """Load an in-process embedding model now, before the index opens: what a long-lived server does at
     start. Its first search then does not wait for the model, and the model's one-time peak comes while
     the process is small (:meth:`mnemo.embeddings.local.LocalEmbedder.prepare`). Nothing for a remote
-    provider or none. A model that cannot load is logged; the searches that need it say so."""
+    provider or none. A model that cannot load is logged; the searches that need it say so. Never
+    raises: it only saves time and memory later, and a server's start must not fail for it."""
     if not isinstance(embedder, Preparable):
         return
     try:
         embedder.prepare()
     except EmbeddingError as exc:
         log.warning("the embedding model did not load: %s", exc)
+    except Exception as exc:  # an unexpected error of the model's library: the first embed says more
+        log.warning("preparing the embedding model failed: %s", exc, exc_info=True)
 
 
 def default_cache_dir(cache_dir: Path | None = None) -> Path:
