@@ -54,7 +54,9 @@ def main() -> int:
         whole, a = measure(
             "every chunk's vector (a matrix per call)",
             files,
-            lambda rel: editor.diagnose(rel, texts[rel], known=known, vectors=editor._vectors()),
+            lambda rel: editor.diagnose(
+                rel, texts[rel], known=known, vectors=editor._vectors(every_file=False)
+            ),
         )
         index, b = measure(
             "the index's nearest neighbours",

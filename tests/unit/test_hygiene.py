@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mnemo.editor import hygiene, memory_edits
 
@@ -93,3 +94,28 @@ def test_the_duplicate_removal_edit_keeps_headings_and_is_none_for_headings_only
     edit = duplicate_removal_edit("memory/billing.md", text, 1, 4)
     assert edit is not None and edit.start == (3, 0) and edit.new_text == ""
     assert duplicate_removal_edit("memory/h.md", "# Only\n\n## Headings\n", 1, 3) is None
+
+
+def test_the_whole_pass_in_blocks_finds_what_each_file_finds_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workspace pass works out every chunk's nearest chunk in blocks of rows (one product per file
+    was bound by memory: 36 s a pass at 10,000 notes); the answer must be the per-file one."""
+    rng = np.random.default_rng(3)
+    paths = [f"memory/n{i % 40:02d}.md" for i in range(130)]  # files' chunks interleaved
+    vectors = rng.standard_normal((130, 24)).astype(np.float32)
+    vectors[77] = vectors[5] + 0.01  # a near-duplicate across two files
+    chunks = [
+        hygiene.ChunkVector(p, i, i + 1, "h", "x" * 60, v)
+        for i, (p, v) in enumerate(zip(paths, vectors, strict=True))
+    ]
+    monkeypatch.setattr(hygiene, "BLOCK_FLOATS", 130 * 16)  # blocks of 16 rows
+    monkeypatch.setattr(hygiene, "BLOCK_ROWS", 16)
+    alone, whole = hygiene.VectorSpace(chunks), hygiene.VectorSpace(chunks, every_file=True)
+    for path in sorted(set(paths)):
+        got, want = whole.nearest_other(path), alone.nearest_other(path)
+        assert [(a.start_line, b.start_line) for a, b, _ in got] == [
+            (a.start_line, b.start_line) for a, b, _ in want
+        ]
+        assert np.allclose([c for *_, c in got], [c for *_, c in want], atol=1e-5)
+        assert all(a.path != b.path for a, b, _ in got)
+    (pair,) = [(a, b, c) for a, b, c in whole.nearest_other(paths[5]) if a.start_line == 5]
+    assert pair[1].start_line == 77 and pair[2] > 0.99

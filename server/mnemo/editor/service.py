@@ -84,7 +84,7 @@ class EditorService:
     def known_files(self) -> set[str]:
         return {memory_file.path for memory_file, _ in self.workspace.scan()}
 
-    def _vectors(self) -> hygiene.VectorSpace:
+    def _vectors(self, *, every_file: bool = True) -> hygiene.VectorSpace:
         with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
             # keyword mode (no vectors): none, so no near-duplicate check
             chunks = [] if reader is None else reader.embedded_chunks("memory")
@@ -93,7 +93,8 @@ class EditorService:
                 hygiene.ChunkVector(c.path, c.start_line, c.end_line, c.heading, c.text, c.embedding)
                 for c in chunks
                 if c.embedding is not None
-            ]
+            ],
+            every_file=every_file,
         )
 
     def diagnose(
