@@ -76,3 +76,33 @@ def test_a_single_file_diagnose_never_reads_every_chunks_vector(
         assert asked == ["memory"]  # the workspace pass still reads them, once
     finally:
         memory.close()
+
+
+def test_past_its_limit_the_workspace_pass_leaves_near_duplicates_to_opened_files(
+    tmp_path: Path, hash_embedder: Any, monkeypatch: Any
+) -> None:
+    """A team's shared index of 100,000 notes would make the pass compare every vector with every other
+    at each sync (minutes, and every vector in memory); past PASS_VECTORS it does not, and a file still
+    gets its near-duplicates when it is opened or edited."""
+    from mnemo.editor import service as editor_service
+    from mnemo.index import reader as duck_reader
+
+    memory, editor = _editor(tmp_path, hash_embedder)
+    try:
+        asked: list[str] = []
+        real = duck_reader.DuckReader.embedded_chunks
+        monkeypatch.setattr(
+            duck_reader.DuckReader,
+            "embedded_chunks",
+            lambda self, source: asked.append(source) or real(self, source),
+        )
+        monkeypatch.setattr(editor_service, "PASS_VECTORS", 2)  # the sample holds more
+        whole = editor.diagnose_workspace()
+        assert set(whole) >= {"MEMORY.md", "memory/2026-11-02.md"}
+        assert all(_duplicates(problems) == [] for problems in whole.values()) and asked == []
+        found = editor.diagnose_buffer("MEMORY.md", (tmp_path / "MEMORY.md").read_text(encoding="utf-8"))
+        assert _duplicates(found) == [(0, "memory/2026-11-02.md")]
+        monkeypatch.setattr(editor_service, "PASS_VECTORS", 100)
+        assert _duplicates(editor.diagnose_workspace()["MEMORY.md"]) == [(0, "memory/2026-11-02.md")]
+    finally:
+        memory.close()

@@ -29,6 +29,10 @@ from mnemo.workspace.layout import FileKind
 
 STATS_CACHE_FILES = 256
 DIAGNOSTICS_WAIT_S = 30.0
+PASS_VECTORS = 50_000
+"""Most chunk vectors a whole-workspace diagnostics pass compares (~14,000 notes). The pass grows with
+their square: 13 s of CPU at 36,000 (docs/benchmarks.md), ~25 s here. Past it, near-duplicates are
+checked per opened or edited file."""
 READ_WAIT_S = 1.0
 """How long a hover or lens waits for the index (a generation swap) before answering without it."""
 
@@ -83,6 +87,13 @@ class EditorService:
     # -- diagnostics ---------------------------------------------------------------------------------
     def known_files(self) -> set[str]:
         return {memory_file.path for memory_file, _ in self.workspace.scan()}
+
+    def _pass_compares_vectors(self) -> bool:
+        """Whether a workspace pass checks near-duplicates: up to :data:`PASS_VECTORS` chunk vectors.
+        Past that (a team's shared index) the all-pairs check would take minutes and every vector's
+        memory at each sync; a file is still checked when it is opened or edited (:meth:`diagnose`)."""
+        with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
+            return reader is not None and reader.counts().embedded <= PASS_VECTORS
 
     def _vectors(self, *, every_file: bool = True) -> hygiene.VectorSpace:
         with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
@@ -141,7 +152,7 @@ class EditorService:
         """Problems of every memory file (open buffers win over the disk); files without any included."""
         buffers = buffers or {}
         known = self.known_files()
-        vectors = self._vectors()
+        vectors = self._vectors() if self._pass_compares_vectors() else hygiene.VectorSpace([])
         out: dict[str, list[hygiene.Problem]] = {}
         for rel in sorted(known):
             if not self.is_memory_markdown(rel):
