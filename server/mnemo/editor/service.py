@@ -31,7 +31,7 @@ STATS_CACHE_FILES = 256
 DIAGNOSTICS_WAIT_S = 30.0
 PASS_VECTORS = 50_000
 """Most chunk vectors a whole-workspace diagnostics pass compares (~14,000 notes). The pass grows with
-their square: 13 s of CPU at 36,000 (docs/benchmarks.md), ~25 s here. Past it, near-duplicates are
+their square: 13 s of CPU at 36,000, 24 s at 50,000 (docs/benchmarks.md). Past it, near-duplicates are
 checked per opened or edited file."""
 READ_WAIT_S = 1.0
 """How long a hover or lens waits for the index (a generation swap) before answering without it."""
