@@ -34,3 +34,13 @@ def sql_strings(values: Iterable[str]) -> str:
 def sql_double(value: float) -> str:
     """A float as a DOUBLE constant (a plain ``1.5`` is a DECIMAL to DuckDB, and slow to compute with)."""
     return f"{value!r}::DOUBLE"
+
+
+def id_ranges(count: int, low: int, high: int, per_range: int) -> list[tuple[int, int]]:
+    """Half-open ranges of ids [start, stop) covering ``low``..``high`` with ~``per_range`` of ``count``
+    rows each on average: a whole table read range by range, so DuckDB streams its scan instead of
+    holding the whole result (and the caller every row's tuple) at once."""
+    if count <= 0:
+        return []
+    step = -(-(high - low + 1) // -(-count // per_range))
+    return [(start, start + step) for start in range(low, high + 1, step)]

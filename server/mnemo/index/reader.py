@@ -10,12 +10,11 @@ generation against a swap while it is used.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any
 
-from mnemo.index.duckdb_native import duckdb, sql_ids
+from mnemo.index.duckdb_native import duckdb, id_ranges, sql_ids
 
 if TYPE_CHECKING:  # NumPy is loaded by the reads that return vectors: a keyword one-shot never does
     import numpy as np
@@ -280,12 +279,11 @@ class DuckReader:
         count, low, high = bounds if bounds is not None else (0, None, None)
         if not count or low is None or high is None:
             return []
-        step = math.ceil((int(high) - int(low) + 1) / math.ceil(int(count) / RECORD_PAGE))
         sql = f"SELECT {_RECORD} FROM chunks WHERE id >= ? AND id < ?"
         return [
             _record(row)
-            for start in range(int(low), int(high) + 1, step)
-            for row in self.con.execute(sql, [start, start + step]).fetchall()
+            for start, stop in id_ranges(int(count), int(low), int(high), RECORD_PAGE)
+            for row in self.con.execute(sql, [start, stop]).fetchall()
         ]
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:

@@ -17,13 +17,12 @@ held a second copy of the vectors (~23 MB at 2,000 notes) and can be damaged by 
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from mnemo.index.duckdb_native import duckdb, sql_ids
+from mnemo.index.duckdb_native import duckdb, id_ranges, sql_ids
 
 LIMIT_BYTES = 96 * 1024 * 1024
 """Most memory the cache may take (~65,000 chunks of 384-dim vectors): bigger indexes read from DuckDB."""
@@ -94,10 +93,8 @@ class VectorCache:
             return False
         self._grow(int(count) + int(count) // HEADROOM + 64)  # a server's first edits fit
         if count:
-            pages = math.ceil(int(count) / _LOAD_ROWS)
-            step = math.ceil((int(high) - int(low) + 1) / pages)  # ~_LOAD_ROWS rows a page on average
-            for start in range(int(low), int(high) + 1, step):
-                ids, vectors = _fetch(con, " AND id >= ? AND id < ?", [start, start + step])
+            for start, stop in id_ranges(int(count), int(low), int(high), _LOAD_ROWS):
+                ids, vectors = _fetch(con, " AND id >= ? AND id < ?", [start, stop])
                 for cid, vector in zip(ids.tolist(), vectors, strict=True):
                     self._put(cid, vector)
         self._loaded = True

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -136,7 +137,7 @@ def mmr_order(
         def similarity(i: int, j: int) -> float:
             return jaccard(tokens[i], tokens[j])
 
-    similarity = remembered(similarity)  # each round asks again about every chosen item
+    similarity = functools.cache(similarity)  # each round asks again about every chosen item
     remaining = list(range(len(relevance)))
     chosen: list[int] = []
 
@@ -166,19 +167,6 @@ def mmr_order(
         chosen.append(best)
         remaining.remove(best)
     return chosen
-
-
-def remembered(similarity: Callable[[int, int], float]) -> Callable[[int, int], float]:
-    """``similarity`` answering each (i, j) once: MMR asks about every chosen item in every round."""
-    known: dict[tuple[int, int], float] = {}
-
-    def once(i: int, j: int) -> float:
-        found = known.get((i, j))
-        if found is None:
-            found = known[(i, j)] = similarity(i, j)
-        return found
-
-    return once
 
 
 MEMORY_BOOST_CAP = 0.03
