@@ -4,6 +4,7 @@ python benchmarks/bench_hygiene.py --files 2000 --chunks-per-file 3.6
 
 Synthetic unit vectors (384 dims) stand in for the index's chunk vectors; the pass is what
 ``EditorService.diagnose_workspace`` runs for near-duplicates (one VectorSpace, one query per file).
+Another tree's pass: run the script with ``PYTHONPATH=DIR/server`` (``git archive REV server`` in DIR).
 """
 
 from __future__ import annotations
@@ -22,9 +23,6 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--chunks-per-file", type=float, default=3.6)
     parser.add_argument("--dims", type=int, default=384)
-    parser.add_argument(
-        "--per-file", action="store_true", help="one matrix product per file (the pass before blocks)"
-    )
     args = parser.parse_args()
     rng = np.random.default_rng(7)
     total = int(args.files * args.chunks_per_file)
@@ -34,7 +32,7 @@ def main() -> int:
     chunks = [hygiene.ChunkVector(p, 1, 2, "h", text, v) for p, v in zip(paths, vectors, strict=True)]
     body = "\n".join([text] * 3)
     cpu, wall = time.process_time(), time.perf_counter()
-    space = hygiene.VectorSpace(chunks, every_file=not args.per_file)
+    space = hygiene.VectorSpace(chunks)
     found = sum(len(hygiene.duplicate_problems(p, space, 0.9, body)) for p in sorted(set(paths)))
     print(
         f"{args.files} files, {total} chunks: one pass {time.perf_counter() - wall:.2f} s wall, "

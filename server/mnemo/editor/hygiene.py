@@ -139,16 +139,14 @@ BLOCK_ROWS = 128
 
 
 class VectorSpace:
-    """The workspace's chunk vectors long enough to compare, normalised once: a whole-workspace pass asks
-    it for every file, so it must not stack and normalise all vectors again per file.
+    """The workspace's chunk vectors long enough to compare, normalised once, for a pass over every file.
 
-    ``every_file``: the caller will ask for every file (the workspace pass). The nearest chunk of every
-    row is then worked out once, a block of rows per matrix product: one product per file read the
-    whole matrix for a few rows, bound by memory (41 s of wall, 81 s of CPU a pass at 10,000 notes,
-    against 6.6 and 13 s; docs/benchmarks.md)."""
+    The nearest chunk of every row in another file is worked out once, a block of rows per matrix
+    product (:meth:`nearest_all`): one product per file read the whole matrix for a few rows, bound by
+    memory (41 s of wall, 81 s of CPU a pass at 10,000 notes, against 6.6 and 13 s; docs/benchmarks.md).
+    One file alone asks the index instead (:class:`mnemo.editor.neighbours.IndexNeighbours`)."""
 
-    def __init__(self, chunks: Sequence[ChunkVector], *, every_file: bool = False) -> None:
-        self.every_file = every_file
+    def __init__(self, chunks: Sequence[ChunkVector]) -> None:
         self._nearest: tuple[np.ndarray, np.ndarray] | None = None
         usable = [c for c in chunks if len(c.text.strip()) >= MIN_DUPLICATE_CHARS]
         dims = len(usable[0].vector) if usable else 0
@@ -167,16 +165,8 @@ class VectorSpace:
         rows = self.rows.get(path, [])
         if not rows or len(self.rows) < 2:
             return []
-        if self.every_file:
-            best, cosine = self.nearest_all()
-            return [(self.chunks[r], self.chunks[int(best[r])], float(cosine[r])) for r in rows]
-        sims = self.matrix[rows] @ self.matrix.T
-        sims[:, self.path_ids == self.path_ids[rows[0]]] = -2.0  # never the file itself
-        best = np.argmax(sims, axis=1)
-        return [
-            (self.chunks[r], self.chunks[int(j)], float(sims[k, j]))
-            for k, (r, j) in enumerate(zip(rows, best, strict=True))
-        ]
+        best, cosine = self.nearest_all()
+        return [(self.chunks[r], self.chunks[int(best[r])], float(cosine[r])) for r in rows]
 
     def nearest_all(self) -> tuple[np.ndarray, np.ndarray]:
         """(row of the most similar chunk in another file, its cosine) for every row, worked out once."""

@@ -88,24 +88,20 @@ class EditorService:
     def known_files(self) -> set[str]:
         return {memory_file.path for memory_file, _ in self.workspace.scan()}
 
-    def _pass_compares_vectors(self) -> bool:
-        """Whether a workspace pass checks near-duplicates: up to :data:`PASS_VECTORS` chunk vectors.
-        Past that (a team's shared index) the all-pairs check would take minutes and every vector's
-        memory at each sync; a file is still checked when it is opened or edited (:meth:`diagnose`)."""
-        with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
-            return reader is not None and reader.counts().embedded <= PASS_VECTORS
-
-    def _vectors(self, *, every_file: bool = True) -> hygiene.VectorSpace:
+    def _vectors(self) -> hygiene.VectorSpace:
+        """Every memory chunk's vector for a workspace pass; none past :data:`PASS_VECTORS` (a team's
+        shared index: the all-pairs check would take minutes and every vector's memory at each sync; a
+        file is still checked when it is opened or edited, :meth:`diagnose`)."""
         with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
             # keyword mode (no vectors): none, so no near-duplicate check
-            chunks = [] if reader is None else reader.embedded_chunks("memory")
+            compares = reader is not None and reader.counts().embedded <= PASS_VECTORS
+            chunks = reader.embedded_chunks("memory") if compares and reader is not None else []
         return hygiene.VectorSpace(
             [
                 hygiene.ChunkVector(c.path, c.start_line, c.end_line, c.heading, c.text, c.embedding)
                 for c in chunks
                 if c.embedding is not None
-            ],
-            every_file=every_file,
+            ]
         )
 
     def diagnose(
@@ -152,7 +148,7 @@ class EditorService:
         """Problems of every memory file (open buffers win over the disk); files without any included."""
         buffers = buffers or {}
         known = self.known_files()
-        vectors = self._vectors() if self._pass_compares_vectors() else hygiene.VectorSpace([])
+        vectors = self._vectors()
         out: dict[str, list[hygiene.Problem]] = {}
         for rel in sorted(known):
             if not self.is_memory_markdown(rel):

@@ -73,7 +73,6 @@ class OnePassAtATime:
         self.work = work
         self.running = False
         self.again = False
-        self.passes = 0
 
     async def __call__(self) -> None:
         if self.running:
@@ -84,7 +83,6 @@ class OnePassAtATime:
             self.again = True
             while self.again:
                 self.again = False
-                self.passes += 1
                 await self.work()
         finally:
             self.running = False
