@@ -188,8 +188,10 @@ def restore(con: duckdb.DuckDBPyConnection, table: pa.Table | None) -> None:
     if table is None or not table.num_rows:
         return
     ensure(con)
-    saved = table  # noqa: F841 - read by DuckDB's replacement scan below
-    con.execute("INSERT INTO feedback SELECT * FROM saved")
+    from mnemo.index.batches import arrow_view
+
+    with arrow_view(con, "saved", table):
+        con.execute("INSERT INTO feedback SELECT * FROM saved")
 
 
 def read_table(path: Path) -> pa.Table | None:

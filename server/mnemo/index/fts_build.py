@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mnemo.index.batches import arrow_view
 from mnemo.index.duckdb_native import duckdb
 from mnemo.text.stems import porter_stem_list
 
@@ -29,18 +30,15 @@ def fill(con: duckdb.DuckDBPyConnection, schema: str) -> None:
     # Ordered by term: a search reads a few terms' rows, and DuckDB skips the row groups whose term ids
     # are out of its range (a one-shot search's BM25 over 2,000 notes: ~20% less time).
     term_docs, term_ids, counts = _counted(*_by_term(doc_ids, stem_of[tokens], len(terms)))
-    # Arrow tables read by DuckDB's replacement scans below.
-    new_docs = pa.table(  # noqa: F841
-        {"docid": np.arange(got.num_rows, dtype=np.int64), "name": names, "len": lengths}
-    )
-    new_dict = pa.table(  # noqa: F841
+    new_docs = pa.table({"docid": np.arange(got.num_rows, dtype=np.int64), "name": names, "len": lengths})
+    new_dict = pa.table(
         {
             "termid": np.arange(len(terms), dtype=np.int64),
             "term": terms,
             "df": np.bincount(term_ids, minlength=len(terms)).astype(np.int64),
         }
     )
-    new_postings = pa.table(  # noqa: F841
+    new_postings = pa.table(
         {
             "termid": term_ids.astype(np.int64),
             "name": names[term_docs].astype(np.int64),
@@ -50,9 +48,13 @@ def fill(con: duckdb.DuckDBPyConnection, schema: str) -> None:
     )
     for table in TABLES:
         con.execute(f"DELETE FROM {schema}.{table}")
-    con.execute(f"INSERT INTO {schema}.docs (docid, name, len) SELECT * FROM new_docs")
-    con.execute(f"INSERT INTO {schema}.dict (termid, term, df) SELECT * FROM new_dict")
-    con.execute(f"INSERT INTO {schema}.postings (termid, name, tf, len) SELECT * FROM new_postings")
+    for table, columns, rows in (
+        ("docs", "docid, name, len", new_docs),
+        ("dict", "termid, term, df", new_dict),
+        ("postings", "termid, name, tf, len", new_postings),
+    ):
+        with arrow_view(con, f"new_{table}", rows):
+            con.execute(f"INSERT INTO {schema}.{table} ({columns}) SELECT * FROM new_{table}")
     # The extension's own statistics query (same division, same rounding).
     con.execute(
         f"INSERT INTO {schema}.stats SELECT count(docs.docid) AS num_docs, "

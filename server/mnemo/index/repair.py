@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mnemo.index import fts
+from mnemo.index.batches import arrow_view
 from mnemo.index.duck import connect
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.feedback import (
@@ -96,22 +97,21 @@ def read_rows(path: Path) -> SavedRows | None:
 def load_rows(con: duckdb.DuckDBPyConnection, saved: SavedRows) -> dict[str, int]:
     """Insert salvaged rows into a freshly created index (same schema), deduplicated; returns counts
     of what was dropped or marked stale. The caller builds the fts and HNSW indexes afterwards."""
-    saved_files = saved.tables["files"]  # noqa: F841 - read by DuckDB's replacement scans below
-    saved_chunks = saved.tables["chunks"]  # noqa: F841
-    saved_cache = saved.tables["embedding_cache"]  # noqa: F841
-    saved_retrievals = saved.tables["retrievals"]  # noqa: F841
-    con.execute(
-        "INSERT INTO files SELECT * FROM saved_files QUALIFY row_number() OVER (PARTITION BY path) = 1"
-    )
-    con.execute(
-        "INSERT INTO chunks SELECT * FROM saved_chunks WHERE path IN (SELECT path FROM files) "
-        "QUALIFY row_number() OVER (PARTITION BY id) = 1"
-    )
-    con.execute(
-        "INSERT INTO embedding_cache SELECT * FROM saved_cache "
-        "QUALIFY row_number() OVER (PARTITION BY provider, model, hash) = 1"
-    )
-    con.execute("INSERT INTO retrievals SELECT * FROM saved_retrievals")
+    for table, insert in (
+        ("files", "SELECT * FROM saved QUALIFY row_number() OVER (PARTITION BY path) = 1"),
+        (
+            "chunks",
+            "SELECT * FROM saved WHERE path IN (SELECT path FROM files) "
+            "QUALIFY row_number() OVER (PARTITION BY id) = 1",
+        ),
+        (
+            "embedding_cache",
+            "SELECT * FROM saved QUALIFY row_number() OVER (PARTITION BY provider, model, hash) = 1",
+        ),
+        ("retrievals", "SELECT * FROM saved"),
+    ):
+        with arrow_view(con, "saved", saved.tables[table]):
+            con.execute(f"INSERT INTO {table} {insert}")
     restore_feedback(con, saved.tables.get("feedback"))  # absent from an index that had none
     # A file whose chunk rows do not add up is re-read from its Markdown by the next sync.
     stale = con.execute(

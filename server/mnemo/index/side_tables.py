@@ -14,7 +14,7 @@ import numpy as np
 
 from mnemo.index import feedback, repair
 from mnemo.index.api import IndexIdentity
-from mnemo.index.batches import VectorColumn, batch_view, row_columns
+from mnemo.index.batches import VectorColumn, arrow_view, batch_view, row_columns
 from mnemo.index.duck import read_closed
 from mnemo.index.duckdb_native import duckdb, sql_strings
 
@@ -73,11 +73,11 @@ class SideTables:
         return self._add_cache(other.con.execute("SELECT * FROM embedding_cache").to_arrow_table())
 
     def _add_cache(self, table: pa.Table) -> int:
-        cache = table  # noqa: F841 - read by DuckDB's replacement scan below
-        self.con.execute(
-            "INSERT INTO embedding_cache SELECT * FROM cache "
-            "QUALIFY row_number() OVER (PARTITION BY provider, model, hash) = 1"
-        )
+        with arrow_view(self.con, "cache", table):
+            self.con.execute(
+                "INSERT INTO embedding_cache SELECT * FROM cache "
+                "QUALIFY row_number() OVER (PARTITION BY provider, model, hash) = 1"
+            )
         return table.num_rows
 
     # -- embedding cache --------------------------------------------------------------------------
@@ -124,8 +124,8 @@ class SideTables:
     def restore_retrievals(self, table: pa.Table) -> None:
         """Put back statistics saved from the generation this one replaced."""
         if table.num_rows:
-            saved = table  # noqa: F841 - read by DuckDB's replacement scan below
-            self.con.execute("INSERT INTO retrievals SELECT * FROM saved")
+            with arrow_view(self.con, "saved", table):
+                self.con.execute("INSERT INTO retrievals SELECT * FROM saved")
 
     # -- feedback on chat turns (mnemo.index.feedback: history too) -------------------------------
     def retrieved_between(
