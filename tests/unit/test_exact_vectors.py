@@ -236,3 +236,70 @@ def test_a_loaded_cache_takes_a_few_new_chunks_without_copying_its_matrix(tmp_pa
         _same(_nearest(store, query, 203), _duckdb_exact(store, query))
     finally:
         store.con.close()
+
+
+def _cached_vectors(store: ChunkStore) -> dict[int, np.ndarray]:
+    rows = store.con.execute("SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL").fetchall()
+    return {int(i): np.asarray(v, np.float32) for i, v in rows}
+
+
+def test_the_cache_pairs_chunks_across_groups_block_by_block_as_the_vectors_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workspace near-duplicate pass runs on the writer's matrix itself (a copy of every vector
+    was ~11 MB at 2,000 notes, twice), a block of rows at a time: the answer must be the one worked out
+    from the vectors, chunks outside the groups never being anyone's match."""
+    from mnemo.index import nearest_across
+
+    store = _store(tmp_path, n=60)
+    try:
+        monkeypatch.setattr(nearest_across, "BLOCK_FLOATS", 1)
+        monkeypatch.setattr(nearest_across, "BLOCK_ROWS", 7)
+        groups = {cid: cid % 5 for cid in range(3, 55)}  # chunks 1, 2 and 55-60 are in no group
+        got = store.vector_cache.nearest_across(store.con, groups)
+        want = nearest_across.nearest_across_vectors(_cached_vectors(store), groups)
+        assert got is not None and set(got) == set(want) == set(groups)
+        for cid, (match, cosine) in got.items():
+            assert match in groups and groups[match] != groups[cid]
+            assert cosine == pytest.approx(want[cid][1], abs=1e-5)
+    finally:
+        store.con.close()
+
+
+def test_rows_moved_between_two_blocks_are_laid_out_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass lets go of the cache's lock between blocks, and a commit may drop a chunk and give its
+    row to a new one meanwhile: the blocks after it must see the new layout, never pairing a chunk with
+    the dropped one or the new one with the old chunk's group."""
+    from mnemo.index import nearest_across, vector_cache
+
+    store = _store(tmp_path, n=40)
+    try:
+        monkeypatch.setattr(nearest_across, "BLOCK_FLOATS", 1)
+        monkeypatch.setattr(nearest_across, "BLOCK_ROWS", 8)
+        cache = store.vector_cache
+        groups = {cid: cid % 4 for cid in range(1, 41)}
+        real = vector_cache.nearest_in_block
+        calls: list[int] = []
+        twin = _cached_vectors(store)[21]  # the new chunk: chunk 21's twin, in chunk 40's old row
+
+        def commit_after_first(*args: object) -> object:
+            result = real(*args)  # type: ignore[arg-type]
+            if not calls:  # (the lock is held here, as a commit's apply would hold it)
+                cache._drop(40)
+                cache._put(99, twin)
+            calls.append(1)
+            return result
+
+        monkeypatch.setattr(vector_cache, "nearest_in_block", commit_after_first)
+        got = cache.nearest_across(store.con, groups)
+        assert got is not None and len(calls) == 5
+        later = {cid: pair for cid, pair in got.items() if cid > 8}  # the blocks after the commit
+        assert 40 not in got and all(match not in (40, 99) for match, _ in later.values())
+        vectors = {cid: v for cid, v in _cached_vectors(store).items() if cid != 40}
+        want = nearest_across.nearest_across_vectors(vectors, {c: g for c, g in groups.items() if c != 40})
+        for cid, (_, cosine) in later.items():
+            assert cosine == pytest.approx(want[cid][1], abs=1e-5)
+    finally:
+        store.con.close()

@@ -62,13 +62,13 @@ def test_a_single_file_diagnose_never_reads_every_chunks_vector(
         asked: list[str] = []
         from mnemo.index import reader as duck_reader
 
-        real = duck_reader.DuckReader.embedded_chunks
+        real = duck_reader.DuckReader.nearest_in_other_files
 
-        def spy(self: Any, source: str) -> Any:
+        def spy(self: Any, source: str, comparable: Any) -> Any:
             asked.append(source)
-            return real(self, source)
+            return real(self, source, comparable)
 
-        monkeypatch.setattr(duck_reader.DuckReader, "embedded_chunks", spy)
+        monkeypatch.setattr(duck_reader.DuckReader, "nearest_in_other_files", spy)
         found = editor.diagnose_buffer("MEMORY.md", (tmp_path / "MEMORY.md").read_text(encoding="utf-8"))
         assert _duplicates(found) == [(0, "memory/2026-11-02.md")]
         assert asked == []
@@ -90,11 +90,11 @@ def test_past_its_limit_the_workspace_pass_leaves_near_duplicates_to_opened_file
     memory, editor = _editor(tmp_path, hash_embedder)
     try:
         asked: list[str] = []
-        real = duck_reader.DuckReader.embedded_chunks
+        real = duck_reader.DuckReader.nearest_in_other_files
         monkeypatch.setattr(
             duck_reader.DuckReader,
-            "embedded_chunks",
-            lambda self, source: asked.append(source) or real(self, source),
+            "nearest_in_other_files",
+            lambda self, source, comparable: asked.append(source) or real(self, source, comparable),
         )
         monkeypatch.setattr(editor_service, "PASS_VECTORS", 2)  # the sample holds more
         whole = editor.diagnose_workspace()

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from mnemo.editor import hygiene, memory_edits
+from mnemo.index import nearest_across
 
 SECRET = "ghp_aB3dE5gH7jK9mN1pQ3sT5vX7zA9cD1fG3hJ5"
 
@@ -39,15 +40,15 @@ def test_near_duplicates_across_files_only() -> None:
         ),
     ]
     text = "# A\n\n## A\n" + body + "\n"
-    space = hygiene.VectorSpace(mine + theirs)
+    space = hygiene.VectorSpace.of(mine + theirs)
     (p,) = hygiene.duplicate_problems("memory/a.md", space, 0.95, text)
     assert p.start == (2, 0) and p.end == (3, len(body))
     assert p.related[0].path == "MEMORY.md" and (p.related[0].start_line, p.related[0].end_line) == (7, 8)
     assert hygiene.duplicate_problems("memory/a.md", space, 0.999, text) == []
     twin = hygiene.ChunkVector("memory/a.md", 9, 10, "A2", "## A2\n" + body, base)
-    assert hygiene.duplicate_problems("memory/a.md", hygiene.VectorSpace([*mine, twin]), 0.5, text) == [], (
-        "same file is not a duplicate"
-    )
+    assert (
+        hygiene.duplicate_problems("memory/a.md", hygiene.VectorSpace.of([*mine, twin]), 0.5, text) == []
+    ), "same file is not a duplicate"
 
 
 def test_broken_links_markdown_and_wiki() -> None:
@@ -125,9 +126,9 @@ def test_the_whole_pass_in_blocks_finds_what_each_file_finds_alone(monkeypatch: 
         hygiene.ChunkVector(p, i, i + 1, "h", "x" * 60, v)
         for i, (p, v) in enumerate(zip(paths, vectors, strict=True))
     ]
-    monkeypatch.setattr(hygiene, "BLOCK_FLOATS", 130 * 16)  # blocks of 16 rows
-    monkeypatch.setattr(hygiene, "BLOCK_ROWS", 16)
-    whole, alone = hygiene.VectorSpace(chunks), _each_file_alone(chunks)
+    monkeypatch.setattr(nearest_across, "BLOCK_FLOATS", 130 * 16)  # blocks of 16 rows
+    monkeypatch.setattr(nearest_across, "BLOCK_ROWS", 16)
+    whole, alone = hygiene.VectorSpace.of(chunks), _each_file_alone(chunks)
     for path in sorted(set(paths)):
         got, want = whole.nearest_other(path), alone[path]
         assert [(a.start_line, b.start_line) for a, b, _ in got] == [(a, b) for a, b, _ in want]

@@ -71,6 +71,7 @@ def duckdb_point_reads(
     monkeypatch.setattr(reader_module, "POINT_READS_PAST", -1)
     monkeypatch.setattr(reader_module, "POINT_READS_AT_MOST", 4)
     monkeypatch.setattr(VectorCache, "get", lambda self, con, ids: None)
+    monkeypatch.setattr(VectorCache, "nearest_across", lambda self, con, groups: None)
     monkeypatch.setattr(RecordCache, "wants_all", lambda self, chunks: False)
     with duckdb_engine(request, root, embedder, vectors) as built:
         yield built
@@ -295,6 +296,34 @@ def test_embedded_chunks_of_a_source_in_path_order(reader_factory: Factory) -> N
         assert all(c.path != "skills/deploy/SKILL.md" for c in chunks)
     with reading(reader_factory(dims=0)) as reader:
         assert reader.embedded_chunks("memory") == []
+
+
+def test_nearest_in_other_files_pairs_each_kept_chunk_with_its_most_similar_elsewhere(
+    reader_factory: Factory,
+) -> None:
+    """The workspace near-duplicate pass: every kept chunk of a source against every other, its own
+    file left out; checked against cosines worked out here from the chunks' vectors."""
+
+    def keep(chunk: ChunkRecord) -> bool:
+        return len(chunk.text.strip()) >= 40
+
+    with reading(reader_factory()) as reader:
+        pairs = reader.nearest_in_other_files("memory", keep)
+        chunks = [c for c in reader.embedded_chunks("memory") if keep(c)]
+        m = np.array([c.embedding for c in chunks], dtype=np.float64)
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        sims = m @ m.T
+        paths = np.array([c.path for c in chunks])
+        sims[paths[:, None] == paths[None, :]] = -2.0
+        row = {c.id: i for i, c in enumerate(chunks)}
+        assert [a.id for a, _, _ in pairs] == [c.id for c in chunks], "every kept chunk, in path order"
+        for a, b, cosine in pairs:
+            assert a.path != b.path and keep(b) and b.source == "memory" and a.embedding is None
+            assert cosine == pytest.approx(sims[row[a.id]].max(), abs=1e-5)
+            assert cosine == pytest.approx(sims[row[a.id], row[b.id]], abs=1e-5)
+        assert reader.nearest_in_other_files("memory", lambda c: c.path == "MEMORY.md") == []
+    with reading(reader_factory(dims=0)) as reader:
+        assert reader.nearest_in_other_files("memory", keep) == []
 
 
 # -- nearest neighbours ----------------------------------------------------------------------------------

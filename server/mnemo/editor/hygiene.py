@@ -13,7 +13,6 @@ Checks:
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 import re
 from collections.abc import Sequence, Set
@@ -22,6 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mnemo.index.nearest_across import nearest_across_vectors
 from mnemo.secrets import SecretFinding, scan_text, utf16_col
 from mnemo.workspace.layout import MEMORY_FILES
 
@@ -129,61 +129,29 @@ def budget_problems(path: str, text: str, budget_chars: int) -> list[Problem]:
 
 
 # -- near-duplicates -------------------------------------------------------------------------------
-_IN_MATRIX = np.zeros(0, dtype=np.float32)
-
-
-BLOCK_FLOATS = 1024 * 1024
-"""Similarities computed at once by :meth:`VectorSpace.nearest_all` (4 MB of float32), or
-:data:`BLOCK_ROWS` rows of them when the workspace is larger."""
-BLOCK_ROWS = 128
-
-
 class VectorSpace:
-    """The workspace's chunk vectors long enough to compare, normalised once, for a pass over every file.
+    """Each memory chunk long enough to compare with its most similar chunk in another file, for a pass
+    over every file: worked out once, every chunk against every other, by the index on the writer's
+    vectors (:meth:`mnemo.index.api.IndexReader.nearest_in_other_files`) or from given vectors
+    (:meth:`of`). One file alone asks the index instead (:class:`mnemo.editor.neighbours.IndexNeighbours`)."""
 
-    The nearest chunk of every row in another file is worked out once, a block of rows per matrix
-    product (:meth:`nearest_all`): one product per file read the whole matrix for a few rows, bound by
-    memory (41 s of wall, 81 s of CPU a pass at 10,000 notes, against 6.6 and 13 s; docs/benchmarks.md).
-    One file alone asks the index instead (:class:`mnemo.editor.neighbours.IndexNeighbours`)."""
+    def __init__(self, pairs: Sequence[tuple[ChunkVector, ChunkVector, float]]) -> None:
+        self.by_path: dict[str, list[tuple[ChunkVector, ChunkVector, float]]] = {}
+        for pair in pairs:
+            self.by_path.setdefault(pair[0].path, []).append(pair)
 
-    def __init__(self, chunks: Sequence[ChunkVector]) -> None:
-        self._nearest: tuple[np.ndarray, np.ndarray] | None = None
+    @classmethod
+    def of(cls, chunks: Sequence[ChunkVector]) -> VectorSpace:
+        """The pairs of ``chunks`` long enough to compare, from their own vectors."""
         usable = [c for c in chunks if len(c.text.strip()) >= MIN_DUPLICATE_CHARS]
-        dims = len(usable[0].vector) if usable else 0
-        self.matrix = _normalised([c.vector for c in usable]) if usable else np.zeros((0, dims))
-        # The vectors live in the matrix from here on: the chunks keep no reference to the caller's.
-        self.chunks = [dataclasses.replace(c, vector=_IN_MATRIX) for c in usable]
-        self.path_ids = np.zeros(len(self.chunks), dtype=np.int64)
-        self.rows: dict[str, list[int]] = {}
-        for i, chunk in enumerate(self.chunks):
-            self.rows.setdefault(chunk.path, []).append(i)
-        for n, rows in enumerate(self.rows.values()):
-            self.path_ids[rows] = n
+        paths: dict[str, int] = {}
+        groups = {i: paths.setdefault(c.path, len(paths)) for i, c in enumerate(usable)}
+        nearest = nearest_across_vectors({i: c.vector for i, c in enumerate(usable)}, groups)
+        return cls([(usable[i], usable[j], cosine) for i, (j, cosine) in sorted(nearest.items())])
 
     def nearest_other(self, path: str) -> list[tuple[ChunkVector, ChunkVector, float]]:
         """(chunk of ``path``, its most similar chunk in another file, cosine) for each chunk of ``path``."""
-        rows = self.rows.get(path, [])
-        if not rows or len(self.rows) < 2:
-            return []
-        best, cosine = self.nearest_all()
-        return [(self.chunks[r], self.chunks[int(best[r])], float(cosine[r])) for r in rows]
-
-    def nearest_all(self) -> tuple[np.ndarray, np.ndarray]:
-        """(row of the most similar chunk in another file, its cosine) for every row, worked out once."""
-        if self._nearest is None:
-            n = len(self.chunks)
-            best = np.zeros(n, dtype=np.int64)
-            cosine = np.full(n, -2.0, dtype=np.float32)
-            step = max(BLOCK_ROWS, BLOCK_FLOATS // max(1, n))
-            for start in range(0, n, step):
-                stop = min(n, start + step)
-                sims = self.matrix[start:stop] @ self.matrix.T
-                sims[self.path_ids[start:stop, None] == self.path_ids[None, :]] = -2.0  # never its own file
-                found = np.argmax(sims, axis=1)
-                best[start:stop] = found
-                cosine[start:stop] = sims[np.arange(stop - start), found]
-            self._nearest = (best, cosine)
-        return self._nearest
+        return list(self.by_path.get(path, ()))
 
 
 class Neighbours(Protocol):

@@ -1,7 +1,7 @@
 """One file's near-duplicates from the index's own nearest-neighbour search.
 
 The workspace pass compares every memory chunk with every other (:class:`mnemo.editor.hygiene.VectorSpace`,
-one matrix for the whole pass). Diagnosing one edited file that way copied every chunk's vector for each
+from :meth:`mnemo.index.api.IndexReader.nearest_in_other_files`). Diagnosing one edited file that way copied every chunk's vector for each
 edit (22 MB at 2,000 notes, ten times that at 20,000). Here each of the file's chunks asks the index for
 its nearest chunks instead (exact in the writer's in-memory vectors, HNSW otherwise) and takes the first
 in another memory file long enough to compare, asking for more neighbours while the nearest are all the
@@ -19,11 +19,16 @@ FIRST_ASK = 8
 """Neighbours asked for beyond the file's own chunks; four times more each time none would do."""
 
 
-def _chunk_vector(record: ChunkRecord, vector: np.ndarray) -> ChunkVector:
-    return ChunkVector(record.path, record.start_line, record.end_line, record.heading, record.text, vector)
+def chunk_vector(record: ChunkRecord, vector: np.ndarray | None = None) -> ChunkVector:
+    """A chunk as hygiene compares it (without its vector unless given: pairs carry the cosine)."""
+    return ChunkVector(
+        record.path, record.start_line, record.end_line, record.heading, record.text,
+        _NO_VECTOR if vector is None else vector,
+    )  # fmt: skip
 
 
-def _comparable(record: ChunkRecord) -> bool:
+def comparable(record: ChunkRecord) -> bool:
+    """A memory chunk long enough to be reported as a near-duplicate (or to be one's match)."""
     return record.source == "memory" and len(record.text.strip()) >= MIN_DUPLICATE_CHARS
 
 
@@ -44,12 +49,12 @@ class IndexNeighbours:
         ]
         out = []
         for chunk, vector in own:
-            if not _comparable(chunk):
+            if not comparable(chunk):
                 continue
             found = self._nearest_elsewhere(vector, path, len(own) + FIRST_ASK)
             if found is not None:
                 other, cosine = found
-                out.append((_chunk_vector(chunk, vector), _chunk_vector(other, _NO_VECTOR), cosine))
+                out.append((chunk_vector(chunk, vector), chunk_vector(other), cosine))
         return out
 
     def _nearest_elsewhere(self, vector: np.ndarray, path: str, ask: int) -> tuple[ChunkRecord, float] | None:
@@ -63,7 +68,7 @@ class IndexNeighbours:
             records = self.reader.records([h.chunk_id for h in hits])
             for hit in hits:
                 record = records.get(hit.chunk_id)
-                if record is not None and record.path != path and _comparable(record):
+                if record is not None and record.path != path and comparable(record):
                     return record, 1.0 - hit.distance
             if len(hits) < ask:  # every chunk with a vector was looked at
                 return None

@@ -22,7 +22,7 @@ from mnemo.editor.insights import (
     file_chunk_stats,
     insight_from_stats,
 )
-from mnemo.editor.neighbours import IndexNeighbours
+from mnemo.editor.neighbours import IndexNeighbours, chunk_vector, comparable
 from mnemo.editor.vcs import BlameCache, CommitResult, HistoryEntry, MemoryRepo
 from mnemo.memory.service import MemoryService
 from mnemo.workspace.layout import FileKind
@@ -89,20 +89,18 @@ class EditorService:
         return {memory_file.path for memory_file, _ in self.workspace.scan()}
 
     def _vectors(self) -> hygiene.VectorSpace:
-        """Every memory chunk's vector for a workspace pass; none past :data:`PASS_VECTORS` (a team's
-        shared index: the all-pairs check would take minutes and every vector's memory at each sync; a
-        file is still checked when it is opened or edited, :meth:`diagnose`)."""
+        """Every memory chunk's most similar chunk in another file, for a workspace pass; none past
+        :data:`PASS_VECTORS` (a team's shared index: the all-pairs check would take minutes at each
+        sync; a file is still checked when it is opened or edited, :meth:`diagnose`)."""
         with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
             # keyword mode (no vectors): none, so no near-duplicate check
             compares = reader is not None and reader.counts().embedded <= PASS_VECTORS
-            chunks = reader.embedded_chunks("memory") if compares and reader is not None else []
-        return hygiene.VectorSpace(
-            [
-                hygiene.ChunkVector(c.path, c.start_line, c.end_line, c.heading, c.text, c.embedding)
-                for c in chunks
-                if c.embedding is not None
-            ]
-        )
+            pairs = (
+                reader.nearest_in_other_files("memory", comparable) if compares and reader is not None else []
+            )
+        if pairs:  # the writer's caches hold every row and vector now (the first pass loads them)
+            self.memory.release_buffers(timeout_s=0)
+        return hygiene.VectorSpace([(chunk_vector(a), chunk_vector(b), cosine) for a, b, cosine in pairs])
 
     def diagnose(
         self,

@@ -22,7 +22,7 @@ This module changes only additively (new optional methods or fields); it imports
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Protocol
@@ -220,6 +220,15 @@ class IndexReader(Protocol):
     def embedded_chunks(self, source: str) -> list[ChunkRecord]:
         """Every chunk of ``source`` (e.g. ``"memory"``) that has a vector, with it, ordered by path and
         start line (near-duplicate diagnostics). Empty in an index without vectors."""
+        ...
+
+    def nearest_in_other_files(
+        self, source: str, comparable: Callable[[ChunkRecord], bool]
+    ) -> list[tuple[ChunkRecord, ChunkRecord, float]]:
+        """For each chunk of ``source`` that has a vector and that ``comparable`` keeps: the kept chunk of
+        another file most similar to it by cosine, and that cosine (a chunk with none is left out), by
+        path and start line. The workspace near-duplicate pass: every chunk against every other, without
+        copying the writer's vectors (:mod:`mnemo.index.nearest_across`)."""
         ...
 
     def nearest(

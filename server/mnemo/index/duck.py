@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import importlib.util
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -13,6 +14,8 @@ from typing import TypeVar
 
 from mnemo.errors import IndexUnavailable
 from mnemo.index.duckdb_native import duckdb
+
+log = logging.getLogger(__name__)
 
 _EXTENSIONS = {"fts": "duckdb_extension_fts", "vss": "duckdb_extension_vss"}
 
@@ -103,6 +106,46 @@ def connect(
         con.close()
         raise
     return con
+
+
+RELEASE_MARGIN = 4 << 20
+"""Bytes of the file's blocks :func:`release_buffers` leaves DuckDB beyond its other memory."""
+
+
+def memory_limit(con: duckdb.DuckDBPyConnection) -> str:
+    """DuckDB's memory limit as it shows it (e.g. ``18.8 GiB``)."""
+    (limit,) = con.execute("SELECT current_setting('memory_limit')").fetchone() or ("",)
+    return str(limit)
+
+
+def release_buffers(con: duckdb.DuckDBPyConnection, limit: str) -> bool:
+    """Evict the blocks of the database file DuckDB keeps in its buffer pool once read; they are read
+    again from the file when a query needs them.
+
+    DuckDB keeps every block it read until its memory limit (80% of the machine's memory) is reached. A
+    server reads the whole chunk table once, to load the vectors and rows it then serves from memory
+    (:mod:`mnemo.index.vector_cache`, :mod:`mnemo.index.record_cache`), and a checkpoint reads what it
+    rewrites: ~20 MB of blocks at 2,000 notes that no search reads again. Lowering the limit evicts down
+    to it (DuckDB raises instead when it cannot, and keeps the limit); ``limit`` is then set again: the
+    one :func:`memory_limit` read before the first release, as DuckDB shows it (to 0.1 of its unit;
+    ``RESET`` restores the setting but not the buffer pool's limit in DuckDB 1.5, and a limit read back
+    after being set is shown rounded down, so reading it each time would lower it a little each time).
+    The caller holds the connection alone: a query running meanwhile would have to fit in the lower
+    limit.
+
+    Nothing is done (False) while rows wait for a checkpoint: DuckDB evicts its least recently used
+    buffers, whatever they hold, and would write those rows to a temporary file."""
+    used = dict(con.execute("SELECT tag, memory_usage_bytes FROM duckdb_memory()").fetchall())
+    if used.get("IN_MEMORY_TABLE", 0) > 0:
+        return False
+    others = sum(int(size) for tag, size in used.items() if tag != "BASE_TABLE")
+    try:
+        con.execute(f"SET memory_limit = '{others + RELEASE_MARGIN}B'")
+    except duckdb.Error as exc:  # (OutOfMemoryException: not enough could be evicted; nothing changed)
+        log.debug("DuckDB's buffers not released: %s", exc)
+    finally:
+        con.execute(f"SET memory_limit = '{limit}'")
+    return True
 
 
 T = TypeVar("T")

@@ -126,3 +126,8 @@ class IndexEngine(Protocol):
         """Write to disk what the engine holds in memory for its last writes (idle time; the caller holds
         the write lock). Best effort: an engine with nothing of the kind does nothing."""
         ...
+
+    def release_buffers(self) -> None:
+        """Give back what the engine keeps in memory twice, once the process's own caches hold it (the
+        caller holds the write lock). Best effort: an engine with nothing of the kind does nothing."""
+        ...

@@ -157,7 +157,7 @@ class Indexer(IdentityMatch):
         """DuckDB keeps the rows written since its last checkpoint in memory (inserted chunks with their
         vectors, vectors filled in place), and checkpoints only when its log passes 16 MB: five edits at
         2,000 notes held ~20 MB. Called when the writer has been quiet for a while (~60 ms there);
-        nothing to do when the log is empty."""
+        nothing to do when the log is empty. The blocks the checkpoint read are released after it."""
         wal = repair.wal_path(self.path)
         if not wal.exists() or wal.stat().st_size == 0:
             return
@@ -166,8 +166,20 @@ class Indexer(IdentityMatch):
             if store is not None:
                 try:
                     store.con.execute("CHECKPOINT")
+                    store.release_buffers()
                 except duckdb.Error as exc:  # (another transaction open: the next one will do)
                     log.debug("index checkpoint skipped: %s", exc)
+
+    def release_buffers(self) -> None:
+        """Evict the file's blocks DuckDB keeps once read, when the writer's caches hold what searches
+        read (:meth:`mnemo.index.store.ChunkStore.release_buffers`; the caller holds the write lock)."""
+        with self.swap_lock:
+            store = self.store
+            if store is not None:
+                try:
+                    store.release_buffers()
+                except duckdb.Error as exc:
+                    log.debug("DuckDB's buffers not released: %s", exc)
 
     # -- syncing ------------------------------------------------------------------------------
     def sync(

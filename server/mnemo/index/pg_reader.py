@@ -10,7 +10,7 @@ chunk ids (``within``) is exact, as in the DuckDB engine, unless the list is a f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 
 import numpy as np
@@ -29,6 +29,7 @@ from mnemo.index.api import (
     VectorHit,
 )
 from mnemo.index.feedback import Tally
+from mnemo.index.nearest_across import nearest_across_vectors, pairs_across_files
 from mnemo.index.pg_filters import AllowedMemo, FilteredIds, uses_file_meta
 from mnemo.index.pg_schema import SCHEMA, Generation, vector_expression
 
@@ -156,6 +157,21 @@ class PgReader:
             [self.g, source],
         ).fetchall()
         return [_record(row, row[10]) for row in rows]
+
+    def nearest_in_other_files(
+        self, source: str, comparable: Callable[[ChunkRecord], bool]
+    ) -> list[tuple[ChunkRecord, ChunkRecord, float]]:
+        if not self._with_vectors:
+            return []
+        rows = self.con.execute(
+            f"SELECT {_RECORD} FROM {SCHEMA}.chunks WHERE g = %s AND source = %s "
+            "AND embedding IS NOT NULL ORDER BY path, start_line",
+            [self.g, source],
+        ).fetchall()
+        kept = [record for record in map(_record, rows) if comparable(record)]
+        return pairs_across_files(
+            kept, lambda groups: nearest_across_vectors(self.vectors(list(groups)), groups)
+        )
 
     # -- candidates -----------------------------------------------------------------------------------------
     def nearest(

@@ -10,7 +10,7 @@ generation against a swap while it is used.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from mnemo.index.api import (
     VectorHit,
 )
 from mnemo.index.feedback import Tally
+from mnemo.index.nearest_across import Nearest, nearest_across_vectors, pairs_across_files
 from mnemo.workspace.layout import FileKind
 
 _MEMORY = "(" + ", ".join(f"'{name}'" for name in MEMORY_FILES) + ")"
@@ -330,13 +331,33 @@ class DuckReader:
         sql = "FROM chunks WHERE source = ? AND embedding IS NOT NULL ORDER BY path, start_line, id"
         if self._record_cache is not None and self._vector_cache is not None:
             # The writer holds the rows and vectors: only the ids are read, nothing is copied twice
-            # (a workspace diagnostics pass asks for every memory chunk).
-            ids = [int(row[0]) for row in self.con.execute(f"SELECT id {sql}", [source]).fetchall()]
+            # (a workspace diagnostics pass asks for every memory chunk). Which have a vector is the
+            # caches' answer: `embedding IS NOT NULL` read every vector's block into DuckDB's buffers
+            # again at each pass (~11 MB at 2,000 notes).
+            order = "FROM chunks WHERE source = ? ORDER BY path, start_line, id"
+            ids = [int(row[0]) for row in self.con.execute(f"SELECT id {order}", [source]).fetchall()]
             found = self.records(ids, with_vectors=True)
-            return [found[cid] for cid in ids if cid in found]
+            return [found[cid] for cid in ids if cid in found and found[cid].embedding is not None]
         rows = self.con.execute(f"SELECT {_RECORD} {sql}", [source]).fetchall()
         vectors = _vectors(self.con.execute(f"SELECT embedding {sql}", [source]).fetchnumpy()["embedding"])
         return [_record(row, vector) for row, vector in zip(rows, vectors, strict=True)]
+
+    def nearest_in_other_files(
+        self, source: str, comparable: Callable[[ChunkRecord], bool]
+    ) -> list[tuple[ChunkRecord, ChunkRecord, float]]:
+        if not self._with_vectors:
+            return []
+        # The rows only: which have a vector is the writer's cache's answer (or the gathered vectors').
+        order = "FROM chunks WHERE source = ? ORDER BY path, start_line, id"
+        ids = [int(row[0]) for row in self.con.execute(f"SELECT id {order}", [source]).fetchall()]
+        found = self.records(ids)
+        kept = [found[cid] for cid in ids if cid in found and comparable(found[cid])]
+        return pairs_across_files(kept, self._nearest_across)
+
+    def _nearest_across(self, groups: Mapping[int, int]) -> Nearest:
+        cache = self._vector_cache
+        nearest = cache.nearest_across(self.con, groups) if cache is not None else None
+        return nearest if nearest is not None else nearest_across_vectors(self.vectors(list(groups)), groups)
 
     # -- candidates -------------------------------------------------------------------------------------
     def nearest(

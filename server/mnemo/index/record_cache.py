@@ -35,6 +35,11 @@ class RecordCache:
     def epoch(self) -> int:
         return self._epoch
 
+    @property
+    def complete(self) -> bool:
+        """Every chunk's row is kept."""
+        return self._complete
+
     def wants_all(self, chunks: int) -> bool:
         """Whether the next read should load every row (``chunks`` in the index)."""
         return not self._complete and not self._rows and chunks <= self.limit

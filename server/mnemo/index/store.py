@@ -25,7 +25,7 @@ import numpy as np
 from mnemo.index import file_meta, fts, pending, repair
 from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity
 from mnemo.index.batches import Columns, VectorColumn, batch_view, row_columns
-from mnemo.index.duck import connect, load_extension
+from mnemo.index.duck import connect, load_extension, memory_limit, release_buffers
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.identity import identity_meta
 from mnemo.index.postings import PostingsCache
@@ -112,6 +112,8 @@ class ChunkStore(SideTables):
         """A full build's one transaction is open (see :meth:`flush_staged`)."""
         self._counts: IndexCounts | None = None  # kept across fills (a recount: 15 ms/batch at 10k notes)
         self._read_ahead = pending.ReadAhead()
+        self._memory_limit: str | None = None
+        """DuckDB's limit before the first :meth:`release_buffers` lowered it for a moment."""
         with contextlib.suppress(duckdb.Error):  # an index from before the table: added, no rebuild
             file_meta.ensure(con)
         if identity.dims > 0:
@@ -175,6 +177,19 @@ class ChunkStore(SideTables):
                 self.con.execute("CHECKPOINT")
         with contextlib.suppress(duckdb.Error):
             self.con.close()
+
+    def release_buffers(self) -> bool:
+        """Evict the file's blocks from DuckDB's buffer pool (:func:`mnemo.index.duck.release_buffers`)
+        when this store's caches hold every chunk's row and vector: what a search reads stays in memory.
+        The caller holds the connection alone (the write lock, no reader). False when nothing was done
+        (also while rows wait for a checkpoint)."""
+        if self._con is None or not self.record_cache.complete:
+            return False
+        if self.identity.dims > 0 and not self.vector_cache.holds_all:
+            return False
+        if self._memory_limit is None:
+            self._memory_limit = memory_limit(self._con)
+        return release_buffers(self._con, self._memory_limit)
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor for another thread; it sees committed data only."""

@@ -18,11 +18,12 @@ held a second copy of the vectors (~23 MB at 2,000 notes) and can be damaged by 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from mnemo.index.duckdb_native import duckdb, id_ranges, sql_ids
+from mnemo.index.nearest_across import Nearest, block_rows, found, nearest_in_block
 
 LIMIT_BYTES = 96 * 1024 * 1024
 """Most memory the cache may take (~65,000 chunks of 384-dim vectors): bigger indexes read from DuckDB."""
@@ -65,6 +66,14 @@ class VectorCache:
         self._free: list[int] = []
         self._end = 0
         """Rows ever used (the matrix's rows past it are spare capacity)."""
+        self._version = 0
+        """Bumped whenever a row changes: a pass that lets go of the lock between blocks
+        (:meth:`nearest_across`) sees the rows move."""
+
+    @property
+    def holds_all(self) -> bool:
+        """Every vector of the index is here (loaded, and not off)."""
+        return self._loaded and not self._off
 
     def invalidate(self) -> None:
         with self._lock:
@@ -72,6 +81,7 @@ class VectorCache:
             self._off = self.dims == 0
 
     def _reset(self) -> None:
+        self._version += 1
         self._loaded = False
         self._matrix = np.zeros((0, max(self.dims, 1)), np.float32)
         self._inverse_norms = np.zeros(0, np.float32)
@@ -103,6 +113,7 @@ class VectorCache:
     def _grow(self, rows: int) -> None:
         if rows <= len(self._matrix):
             return
+        self._version += 1
         capacity = max(rows, len(self._matrix) * 5 // 4 + 64)
         matrix = np.zeros((capacity, self.dims), np.float32)
         matrix[: self._end] = self._matrix[: self._end]
@@ -113,6 +124,7 @@ class VectorCache:
         self._ids = np.concatenate([self._ids, np.full(capacity - len(self._ids), -1, np.int64)])
 
     def _put(self, cid: int, vector: np.ndarray) -> None:
+        self._version += 1
         row = self._row.get(cid)
         if row is None:
             if self._free:
@@ -129,6 +141,7 @@ class VectorCache:
 
     def _drop(self, cid: int) -> None:
         row = self._row.pop(cid, None)
+        self._version += 1
         if row is not None:
             self._ids[row] = -1
             self._inverse_norms[row] = 0.0
@@ -164,6 +177,39 @@ class VectorCache:
             rows = [(cid, self._row[cid]) for cid in ids if cid in self._row]
             block = self._matrix[[row for _, row in rows]]
             return {cid: block[i] for i, (cid, _) in enumerate(rows)}
+
+    def nearest_across(self, con: duckdb.DuckDBPyConnection, groups: Mapping[int, int]) -> Nearest | None:
+        """For each chunk of ``groups`` (chunk id -> group, >= 0) with a vector: the chunk of another
+        group most similar to it, and their cosine (:mod:`mnemo.index.nearest_across`); None when the
+        cache is off. Worked out on the matrix itself, a block of rows at a time: the lock is held for one
+        block (searches wait milliseconds, not the whole pass), and the rows' groups are laid out again
+        when a commit moved rows in between."""
+        ids = list(groups)
+        out: Nearest = {}
+        layout: tuple[int, np.ndarray] | None = None  # (version, group of each row; -1: none)
+        done = 0
+        while done < len(ids):
+            with self._lock:
+                if not self._ready(con):
+                    return None
+                if layout is None or layout[0] != self._version:
+                    row_groups = np.full(self._end, -1, np.int64)
+                    for cid, group in groups.items():
+                        row = self._row.get(cid)
+                        if row is not None:
+                            row_groups[row] = group
+                    layout = (self._version, row_groups)
+                step = block_rows(self._end)
+                block = [cid for cid in ids[done : done + step] if cid in self._row]
+                if block:
+                    rows = np.array([self._row[cid] for cid in block], np.int64)
+                    end = self._end
+                    best, cosine = nearest_in_block(
+                        self._matrix[:end], self._inverse_norms[:end], layout[1], rows
+                    )
+                    out.update(found(block, self._ids, best, cosine))
+            done += step
+        return out
 
     def nearest(
         self,

@@ -207,6 +207,17 @@ class MemoryService:
         except Exception:
             log.exception("re-indexing edited buffers failed")
 
+    def release_buffers(self, timeout_s: float = -1) -> bool:
+        """Let the index give back what it keeps in memory twice (after a whole-workspace read: the
+        writer's caches now hold it). False when the writer stayed busy past ``timeout_s``."""
+        if not self._write_lock.acquire(timeout=timeout_s):
+            return False
+        try:
+            self.indexer.release_buffers()
+            return True
+        finally:
+            self._write_lock.release()
+
     def apply_pending(self, timeout_s: float = -1) -> bool:
         """Index queued buffers now. False when the writer stayed busy past ``timeout_s``."""
         return self._recovering(lambda: self._apply_pending(timeout_s))
