@@ -45,12 +45,15 @@ class PostingsCache:
             self._loaded = False
 
     def _load(self, con: duckdb.DuckDBPyConnection) -> None:
-        got = con.execute(f"SELECT termid, name, tf FROM {SCHEMA}.postings ORDER BY termid").fetchnumpy()
-        termids = np.asarray(got["termid"], np.int64)
-        self._ids = _narrow(np.asarray(got["name"], np.int64))
-        self._tfs = np.asarray(got["tf"], np.float32)  # (term counts: exact in a float32)
-        del got
-        # Sorted by the query: a term's postings start where the term id changes.
+        # Sorted here, not by the query: DuckDB's sort held ~9 MB more at its peak at 2,000 notes, and
+        # its allocator kept most of it (the rows are mostly in term order already: a build writes them so).
+        got = con.execute(f"SELECT termid, name, tf FROM {SCHEMA}.postings").fetchnumpy()
+        order = np.argsort(np.asarray(got["termid"], np.int64), kind="stable")
+        termids = np.asarray(got["termid"], np.int64)[order]
+        self._ids = _narrow(np.asarray(got["name"], np.int64)[order])
+        self._tfs = np.asarray(got["tf"], np.float32)[order]  # (term counts: exact in a float32)
+        del got, order
+        # A term's postings start where the term id changes.
         starts = np.flatnonzero(np.diff(termids, prepend=-1)).astype(np.int64)
         self._terms = termids[starts]
         self._starts = np.append(starts, len(termids))

@@ -37,7 +37,6 @@ from mnemo.index.api import (
     VectorHit,
 )
 from mnemo.index.feedback import Tally
-from mnemo.index.nearest_across import Nearest, nearest_across_vectors, pairs_across_files
 from mnemo.workspace.layout import FileKind
 
 _MEMORY = "(" + ", ".join(f"'{name}'" for name in MEMORY_FILES) + ")"
@@ -352,9 +351,13 @@ class DuckReader:
         ids = [int(row[0]) for row in self.con.execute(f"SELECT id {order}", [source]).fetchall()]
         found = self.records(ids)
         kept = [found[cid] for cid in ids if cid in found and comparable(found[cid])]
+        from mnemo.index.nearest_across import pairs_across_files  # (NumPy: a one-shot search never)
+
         return pairs_across_files(kept, self._nearest_across)
 
-    def _nearest_across(self, groups: Mapping[int, int]) -> Nearest:
+    def _nearest_across(self, groups: Mapping[int, int]) -> dict[int, tuple[int, float]]:
+        from mnemo.index.nearest_across import nearest_across_vectors
+
         cache = self._vector_cache
         nearest = cache.nearest_across(self.con, groups) if cache is not None else None
         return nearest if nearest is not None else nearest_across_vectors(self.vectors(list(groups)), groups)
