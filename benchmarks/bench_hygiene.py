@@ -3,8 +3,10 @@
 python benchmarks/bench_hygiene.py --files 2000 --chunks-per-file 3.6
 
 Synthetic unit vectors (384 dims) stand in for the index's chunk vectors; the pass is what
-``EditorService.diagnose_workspace`` runs for near-duplicates (one VectorSpace, one query per file).
-Another tree's pass: run the script with ``PYTHONPATH=DIR/server`` (``git archive REV server`` in DIR).
+``EditorService.diagnose_workspace`` runs for near-duplicates (one VectorSpace, one query per file), from
+given vectors (:func:`mnemo.index.nearest_across.nearest_across_vectors`; the writer runs the same blocks
+on its own matrix). Another tree's pass: run the script with ``PYTHONPATH=DIR/server`` (``git archive REV
+server`` in DIR; before 2026-12-02's fifth round, ``VectorSpace(chunks)``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def main() -> int:
     chunks = [hygiene.ChunkVector(p, 1, 2, "h", text, v) for p, v in zip(paths, vectors, strict=True)]
     body = "\n".join([text] * 3)
     cpu, wall = time.process_time(), time.perf_counter()
-    space = hygiene.VectorSpace(chunks)
+    of = getattr(hygiene.VectorSpace, "of", hygiene.VectorSpace)  # (a tree before VectorSpace.of)
+    space = of(chunks)
     found = sum(len(hygiene.duplicate_problems(p, space, 0.9, body)) for p in sorted(set(paths)))
     print(
         f"{args.files} files, {total} chunks: one pass {time.perf_counter() - wall:.2f} s wall, "
