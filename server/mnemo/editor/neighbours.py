@@ -1,8 +1,8 @@
 """One file's near-duplicates from the index's own nearest-neighbour search.
 
 The workspace pass compares every memory chunk with every other (:class:`mnemo.editor.hygiene.VectorSpace`,
-from :meth:`mnemo.index.api.IndexReader.nearest_in_other_files`). Diagnosing one edited file that way copied every chunk's vector for each
-edit (22 MB at 2,000 notes, ten times that at 20,000). Here each of the file's chunks asks the index for
+from :meth:`mnemo.index.api.IndexReader.nearest_in_other_files`). Diagnosing one edited file that way
+copied every chunk's vector for each edit (22 MB at 2,000 notes, ten times that at 20,000). Here each of the file's chunks asks the index for
 its nearest chunks instead (exact in the writer's in-memory vectors, HNSW otherwise) and takes the first
 in another memory file long enough to compare, asking for more neighbours while the nearest are all the
 file's own or too short.

@@ -333,8 +333,7 @@ class DuckReader:
             # (a workspace diagnostics pass asks for every memory chunk). Which have a vector is the
             # caches' answer: `embedding IS NOT NULL` read every vector's block into DuckDB's buffers
             # again at each pass (~11 MB at 2,000 notes).
-            order = "FROM chunks WHERE source = ? ORDER BY path, start_line, id"
-            ids = [int(row[0]) for row in self.con.execute(f"SELECT id {order}", [source]).fetchall()]
+            ids = self._ids_of(source)
             found = self.records(ids, with_vectors=True)
             return [found[cid] for cid in ids if cid in found and found[cid].embedding is not None]
         rows = self.con.execute(f"SELECT {_RECORD} {sql}", [source]).fetchall()
@@ -347,13 +346,17 @@ class DuckReader:
         if not self._with_vectors:
             return []
         # The rows only: which have a vector is the writer's cache's answer (or the gathered vectors').
-        order = "FROM chunks WHERE source = ? ORDER BY path, start_line, id"
-        ids = [int(row[0]) for row in self.con.execute(f"SELECT id {order}", [source]).fetchall()]
+        ids = self._ids_of(source)
         found = self.records(ids)
         kept = [found[cid] for cid in ids if cid in found and comparable(found[cid])]
         from mnemo.index.nearest_across import pairs_across_files  # (NumPy: a one-shot search never)
 
         return pairs_across_files(kept, self._nearest_across)
+
+    def _ids_of(self, source: str) -> list[int]:
+        """The ids of ``source``'s chunks by path and start line (the vector column is not read)."""
+        sql = "SELECT id FROM chunks WHERE source = ? ORDER BY path, start_line, id"
+        return [int(row[0]) for row in self.con.execute(sql, [source]).fetchall()]
 
     def _nearest_across(self, groups: Mapping[int, int]) -> dict[int, tuple[int, float]]:
         from mnemo.index.nearest_across import nearest_across_vectors
