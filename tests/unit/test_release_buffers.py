@@ -58,13 +58,20 @@ def _workspace(root: Path) -> None:
         (root / "memory" / f"note-{n:03d}.md").write_text(f"# Note {n}\n\n{body}\n", encoding="utf-8")
 
 
-def test_a_workspace_pass_leaves_duckdb_no_second_copy_of_what_the_caches_hold(tmp_path: Path) -> None:
-    root = tmp_path / "ws"
+def _built(root: Path) -> MemoryService:
+    """A service over an indexed workspace, checkpointed (the vectors filled after the keyword side
+    wait for one)."""
     _workspace(root)
     memory = _service(root)
+    memory.sync()
+    memory.indexer.checkpoint()
+    return memory
+
+
+def test_a_workspace_pass_leaves_duckdb_no_second_copy_of_what_the_caches_hold(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    memory = _built(root)
     try:
-        memory.sync()
-        memory.indexer.checkpoint()  # (the vectors filled after the keyword side wait for one)
         store = memory.indexer.store
         assert store is not None
         limit = memory_limit(store.con)
@@ -79,10 +86,8 @@ def test_a_workspace_pass_leaves_duckdb_no_second_copy_of_what_the_caches_hold(t
         assert held < before / 2 and spilled == 0, (held, before)
         # Set back as DuckDB showed it (to 0.1 of its unit), the same after every release: no drift.
         after = memory_limit(store.con)
-        number, unit = after.split()
-        assert unit == limit.split()[1] and float(limit.split()[0]) - 0.11 <= float(number) <= float(
-            limit.split()[0]
-        )
+        (number, unit), (was, was_unit) = after.split(), limit.split()
+        assert unit == was_unit and float(was) - 0.11 <= float(number) <= float(was)
         memory.release_buffers()
         assert memory_limit(store.con) == after
         assert memory.search("topic3 part 1").results  # reads what it needs again
@@ -97,10 +102,8 @@ def test_rows_waiting_for_a_checkpoint_stay_in_memory_and_the_checkpoint_release
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "ws"
-    _workspace(root)
-    memory = _service(root)
+    memory = _built(root)
     try:
-        memory.sync()
         editor = EditorService(memory, memory.settings)
         editor.diagnose_workspace()
         (root / "memory" / "new.md").write_text("# New\n\nkites and quokkas in the hills\n", "utf-8")
@@ -121,12 +124,8 @@ def test_rows_waiting_for_a_checkpoint_stay_in_memory_and_the_checkpoint_release
 
 
 def test_nothing_is_released_while_the_caches_do_not_hold_every_row(tmp_path: Path) -> None:
-    root = tmp_path / "ws"
-    _workspace(root)
-    memory = _service(root)
+    memory = _built(tmp_path / "ws")
     try:
-        memory.sync()
-        memory.indexer.checkpoint()
         store = memory.indexer.store
         assert store is not None
         with memory.indexer.reading() as reader:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import date
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -149,29 +150,26 @@ class PgReader:
         return [found[cid] for cid in ids if cid in found]
 
     def embedded_chunks(self, source: str) -> list[ChunkRecord]:
-        if not self._with_vectors:
-            return []
-        rows = self.con.execute(
-            f"SELECT {_RECORD}, embedding FROM {SCHEMA}.chunks WHERE g = %s AND source = %s "
-            "AND embedding IS NOT NULL ORDER BY path, start_line",
-            [self.g, source],
-        ).fetchall()
-        return [_record(row, row[10]) for row in rows]
+        return [_record(row, row[10]) for row in self._embedded_rows(source, ", embedding")]
 
     def nearest_in_other_files(
         self, source: str, comparable: Callable[[ChunkRecord], bool]
     ) -> list[tuple[ChunkRecord, ChunkRecord, float]]:
-        if not self._with_vectors:
-            return []
-        rows = self.con.execute(
-            f"SELECT {_RECORD} FROM {SCHEMA}.chunks WHERE g = %s AND source = %s "
-            "AND embedding IS NOT NULL ORDER BY path, start_line",
-            [self.g, source],
-        ).fetchall()
-        kept = [record for record in map(_record, rows) if comparable(record)]
+        kept = [record for record in map(_record, self._embedded_rows(source)) if comparable(record)]
         return pairs_across_files(
             kept, lambda groups: nearest_across_vectors(self.vectors(list(groups)), groups)
         )
+
+    def _embedded_rows(self, source: str, extra: str = "") -> list[tuple[Any, ...]]:
+        """The rows of ``source``'s chunks that have a vector, by path and start line (``extra``: more
+        columns); none in an index without vectors."""
+        if not self._with_vectors:
+            return []
+        return self.con.execute(
+            f"SELECT {_RECORD}{extra} FROM {SCHEMA}.chunks WHERE g = %s AND source = %s "
+            "AND embedding IS NOT NULL ORDER BY path, start_line",
+            [self.g, source],
+        ).fetchall()
 
     # -- candidates -----------------------------------------------------------------------------------------
     def nearest(
