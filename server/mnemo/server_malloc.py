@@ -1,4 +1,5 @@
-"""glibc malloc settings for mnemo's long-lived servers (the language server, the daemon, the gateway).
+"""glibc malloc settings for mnemo's long-lived servers (the language server, the daemon, the gateway),
+and :func:`release_freed_heap` after a large piece of work (a workspace diagnostics pass).
 
 glibc gives each thread that allocates an arena of its own (up to 8 per core) and keeps what is freed
 there for reuse; it also raises its mmap threshold after each large block is freed, so later large blocks
@@ -28,15 +29,29 @@ MMAP_THRESHOLD = 1 << 20
 _USER_SETTINGS = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
 
 
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc
+        return None
+
+
+def release_freed_heap() -> None:
+    """Give the heap pages freed by a large piece of work back to the kernel (``malloc_trim``): glibc
+    keeps them otherwise, and a long-lived server's RSS stays at that work's peak."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
 def tune_for_server() -> bool:
     """Apply the settings above to this process, as early as possible (before its threads allocate).
     True when they were applied."""
     if any(os.environ.get(name) for name in _USER_SETTINGS):
         return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    libc = _libc()
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is None:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from datetime import date, timedelta
+from typing import Any
 
 import pytest
 
@@ -408,3 +409,26 @@ def test_mmr_counts_only_real_redundancy() -> None:
         _hit(3, 0.50, "Cherry tomatoes ripen faster, in about 50 days.", q),
     ]
     assert [h.chunk_id for h in select.diversify(repeated, settings, 3)] == [1, 3, 2]
+
+
+def test_diversify_works_out_each_pairs_redundancy_once_reasons_included(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MMR and the reasons given after it ask about the same pairs: one memo serves both."""
+    q = "how long do tomatoes take to ripen"
+    repeated = [
+        _hit(1, 0.60, "Tomatoes take 60 to 85 days to ripen after planting.", q),
+        _hit(2, 0.59, "Tomatoes take 60 to 85 days to ripen after planting!", q),
+        _hit(3, 0.50, "Cherry tomatoes ripen faster, in about 50 days.", q),
+    ]
+    asked: list[tuple[int, int]] = []
+    real = lines.redundancy
+
+    def counted(a: Any, b: Any) -> float:
+        asked.append((id(a), id(b)))
+        return real(a, b)
+
+    monkeypatch.setattr(lines, "redundancy", counted)
+    order = select.diversify(repeated, SearchSettings(mmr=True, mmr_lambda=0.7), 3)
+    assert [h.chunk_id for h in order] == [1, 3, 2] and order[2].parts.reasons
+    assert len(asked) == len(set(asked)), "a pair's redundancy worked out twice"

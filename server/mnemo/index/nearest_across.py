@@ -47,7 +47,7 @@ def nearest_in_block(
     return best, sims[np.arange(len(rows)), best]
 
 
-def found(
+def matched(
     ids: Sequence[int], of_row: np.ndarray, best: np.ndarray, cosine: np.ndarray
 ) -> Iterable[tuple[int, tuple[int, float]]]:
     """(chunk id, (its match's id, cosine)) for the rows of a block that have a match; ``of_row`` maps a
@@ -73,7 +73,7 @@ def nearest_across_vectors(vectors: Mapping[int, np.ndarray], groups: Mapping[in
     for start in range(0, len(ids), step):
         rows = np.arange(start, min(len(ids), start + step))
         best, cosine = nearest_in_block(matrix, inverse, group_of, rows)
-        out.update(found(ids[start : start + step], of_row, best, cosine))
+        out.update(matched(ids[start : start + step], of_row, best, cosine))
     return out
 
 

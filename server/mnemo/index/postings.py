@@ -48,8 +48,9 @@ class PostingsCache:
         # Sorted here, not by the query: DuckDB's sort held ~9 MB more at its peak at 2,000 notes, and
         # its allocator kept most of it (the rows are mostly in term order already: a build writes them so).
         got = con.execute(f"SELECT termid, name, tf FROM {SCHEMA}.postings").fetchnumpy()
-        order = np.argsort(np.asarray(got["termid"], np.int64), kind="stable")
-        termids = np.asarray(got["termid"], np.int64)[order]
+        termids = np.asarray(got["termid"], np.int64)
+        order = np.argsort(termids, kind="stable")
+        termids = termids[order]
         self._ids = _narrow(np.asarray(got["name"], np.int64)[order])
         self._tfs = np.asarray(got["tf"], np.float32)[order]  # (term counts: exact in a float32)
         del got, order

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from mnemo.index.duckdb_native import duckdb, id_ranges, sql_ids
-from mnemo.index.nearest_across import Nearest, block_rows, found, nearest_in_block
+from mnemo.index.nearest_across import Nearest, block_rows, matched, nearest_in_block
 
 LIMIT_BYTES = 96 * 1024 * 1024
 """Most memory the cache may take (~65,000 chunks of 384-dim vectors): bigger indexes read from DuckDB."""
@@ -207,7 +207,7 @@ class VectorCache:
                     best, cosine = nearest_in_block(
                         self._matrix[:end], self._inverse_norms[:end], layout[1], rows
                     )
-                    out.update(found(block, self._ids, best, cosine))
+                    out.update(matched(block, self._ids, best, cosine))
             done += step
         return out
 

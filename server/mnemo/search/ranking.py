@@ -130,14 +130,16 @@ def mmr_order(
     With ``ages`` (days since each item's note was written; None: undated), an item is never penalised for overlapping an *older*
     chosen item: between near-duplicates the newer version stays in the list; and when the pick has an
     unchosen newer near-duplicate nearly as relevant (``SUPERSEDER_RELEVANCE``), the newer is picked first.
-    ``similarity(i, j)``: how redundant item i is once j is chosen (default: Jaccard of their tokens).
+    ``similarity(i, j)``: how redundant item i is once j is chosen (default: Jaccard of their tokens);
+    memoised here unless it is a ``functools.cache`` already (a caller that asks again afterwards).
     """
     if similarity is None:
 
         def similarity(i: int, j: int) -> float:
             return jaccard(tokens[i], tokens[j])
 
-    similarity = functools.cache(similarity)  # each round asks again about every chosen item
+    if not hasattr(similarity, "cache_info"):  # each round asks again about every chosen item
+        similarity = functools.cache(similarity)
     remaining = list(range(len(relevance)))
     chosen: list[int] = []
 

@@ -14,6 +14,7 @@ runs again after it changed the scores.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,7 @@ def diversify(hits: list[SearchHit], s: SearchSettings, k: int) -> list[SearchHi
         )
         return overlap if overlap >= lines.REDUNDANT else 0.0
 
+    similarity = functools.cache(similarity)  # one memo for MMR and the reasons below
     ages = [h.parts.age_days for h in hits]
     order = ranking.mmr_order([h.parts.score for h in hits], tokens, s.mmr_lambda, k, ages, similarity)
     for rank, i in enumerate(order):
