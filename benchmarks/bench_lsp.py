@@ -124,10 +124,11 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
         assert any(word in r.snippet for r in result.results), "edit not searchable"
         edits.append(1000 * (time.perf_counter() - t))
     peaks["edits"] = peak_since(pid) if pid else 0.0
-    rss = max(peaks.values())
     if warm and pid:
         # Idle past the writer's quiet delay, after which it checkpoints what it holds for the edits.
         await settle(pid, quiet_s=QUIET_S + 2.0)
+        peaks["checkpoint"] = peak_since(pid)
+    rss = max(peaks.values())
     final_rss = rss_mb(pid, "VmRSS") if pid else 0.0
     await client.shutdown_async(None)
     client.exit(None)
@@ -191,8 +192,9 @@ def main() -> int:
         f"| didChange to a search that sees the edit, median (max) | {statistics.median(edits):.0f} ({max(edits):.0f}) ms |"
     )
     print(f"| server peak RSS (VmHWM) | {max(r['rss_mb'] for r in runs):.0f} MB |")
-    for phase in ("start", "searches", "edits"):
-        print(f"| peak during the {phase} | {max(r['peaks'][phase] for r in runs):.0f} MB |")
+    for phase in ("start", "searches", "edits", "checkpoint"):
+        if phase in runs[0]["peaks"]:  # (the quiet checkpoint after the edits: with --warm)
+            print(f"| peak during the {phase} | {max(r['peaks'][phase] for r in runs):.0f} MB |")
     print(f"| server RSS once settled, before the searches (VmRSS) | {med('settled_rss_mb'):.0f} MB |")
     print(f"| server RSS after the searches (VmRSS) | {med('searched_rss_mb'):.0f} MB |")
     settled_again = ", settled again" if args.warm else ""

@@ -6,7 +6,8 @@
 WS must be indexed (with vectors for the near-duplicate pass: ``mnemo index`` with the local model); it
 is copied first, so its index is not written. The steps a language server takes at start run in this
 process (build the services, load the model, open and sync the index, the first workspace diagnostics
-pass, the first keyword search), then ``--passes`` more passes. For each: RSS after it and the peak
+pass, the first keyword search), then ``--passes`` more passes, then ``--edits`` edits of one note as an
+editor's buffer (each indexed, searched for and diagnosed) and the checkpoint the writer makes once quiet. For each: RSS after it and the peak
 (VmHWM, reset through /proc/self/clear_refs before each step), and DuckDB's buffers
 (``duckdb_memory()``). A pass's transient is its peak less the RSS before it.
 """
@@ -32,9 +33,10 @@ def duckdb_mb(services: Any) -> str:
     store = services.memory.indexer.store
     if store is None:
         return "-"
-    rows = store.con.execute(
-        "SELECT tag, memory_usage_bytes FROM duckdb_memory() WHERE memory_usage_bytes > 500000"
-    ).fetchall()
+    with services.memory._write_lock:  # (the writer's connection: a retrieval log flush may be using it)
+        rows = store.con.execute(
+            "SELECT tag, memory_usage_bytes FROM duckdb_memory() WHERE memory_usage_bytes > 500000"
+        ).fetchall()
     return ", ".join(f"{tag} {used / 2**20:.0f}" for tag, used in rows) or "-"
 
 
@@ -53,6 +55,9 @@ def main() -> int:
     )
     parser.add_argument("--workspace", type=Path, required=True)
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument(
+        "--edits", type=int, default=0, help="then edits of one note as an editor's buffer, and a checkpoint"
+    )
     args = parser.parse_args()
     from mnemo.embeddings import prepare
     from mnemo.services import build_services
@@ -82,6 +87,19 @@ def main() -> int:
 
         step("first keyword top-k (postings load)", keyword, services)
         step("a hybrid search", lambda: services.memory.search("deploy staging"), services)
+        rel = sorted(str(p.relative_to(ws)) for p in (ws / "memory").glob("*.md"))[0]
+        text = (ws / rel).read_text(encoding="utf-8")
+        for n in range(args.edits):
+
+            def edit(n: int = n) -> None:  # as an editor's didChange, then a search that sees it
+                new = text + f"\n## Note {n}\nquokka{n}zeta rollout.\n"
+                services.memory.schedule_buffer(rel, new, delay_s=0)
+                assert services.memory.search(f"quokka{n}zeta").results
+                services.editor.diagnose_buffer(rel, new)
+
+            step(f"edit {n + 1} (index, search, diagnose)", edit, services)
+        if args.edits:
+            step("checkpoint", services.memory.indexer.checkpoint, services)
     finally:
         services.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -92,12 +92,15 @@ class EditorService:
         :data:`PASS_VECTORS` (a team's shared index: the all-pairs check would take minutes at each
         sync; a file is still checked when it is opened or edited, :meth:`diagnose`)."""
         with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
-            # keyword mode (no vectors): none, so no near-duplicate check
-            compares = reader is not None and reader.counts().embedded <= PASS_VECTORS
-            pairs = (
-                reader.nearest_in_other_files("memory", comparable) if compares and reader is not None else []
-            )
-        if pairs:  # the writer's caches hold every row and vector now (the first pass loads them)
+            embedded = 0 if reader is None else reader.counts().embedded
+        if not 0 < embedded <= PASS_VECTORS:  # keyword mode (no vectors): no near-duplicate check
+            return hygiene.VectorSpace([])
+        # The first pass loads the writer's caches: the index holds little of what they are read from,
+        # before the pass's own work (the start's peak at 2,000 notes; docs/benchmarks.md).
+        self.memory.load_caches(timeout_s=READ_WAIT_S)
+        with self.memory.indexer.reading(timeout=READ_WAIT_S) as reader:
+            pairs = [] if reader is None else reader.nearest_in_other_files("memory", comparable)
+        if pairs:  # what the pass itself read
             self.memory.release_buffers(timeout_s=0)
         return hygiene.VectorSpace([(chunk_vector(a), chunk_vector(b), cosine) for a, b, cosine in pairs])
 

@@ -127,6 +127,12 @@ class IndexEngine(Protocol):
         the write lock). Best effort: an engine with nothing of the kind does nothing."""
         ...
 
+    def load_caches(self) -> None:
+        """Load what the process keeps in memory of every row and vector now, before a read of the whole
+        workspace, holding little else meanwhile (the caller holds the write lock). Best effort: an
+        engine that keeps nothing of the kind does nothing."""
+        ...
+
     def release_buffers(self) -> None:
         """Give back what the engine keeps in memory twice, once the process's own caches hold it (the
         caller holds the write lock). Best effort: an engine with nothing of the kind does nothing."""

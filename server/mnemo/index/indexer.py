@@ -165,10 +165,20 @@ class Indexer(IdentityMatch):
             store = self.store
             if store is not None:
                 try:
-                    store.con.execute("CHECKPOINT")
-                    store.release_buffers()
+                    store.checkpoint()
                 except duckdb.Error as exc:  # (another transaction open: the next one will do)
                     log.debug("index checkpoint skipped: %s", exc)
+
+    def load_caches(self) -> None:
+        """The writer's caches of rows and vectors loaded now, before a read of the whole workspace
+        (:meth:`mnemo.index.store.ChunkStore.load_caches`; the caller holds the write lock)."""
+        with self.swap_lock:
+            store = self.store
+            if store is not None:
+                try:
+                    store.load_caches()
+                except duckdb.Error as exc:  # (the read that needs them loads them)
+                    log.debug("caches not loaded ahead: %s", exc)
 
     def release_buffers(self) -> None:
         """Evict the file's blocks DuckDB keeps once read, when the writer's caches hold what searches

@@ -173,6 +173,9 @@ class PgIndexer(IdentityMatch):
     def checkpoint(self) -> None:
         """Nothing to do: PostgreSQL writes its own checkpoints."""
 
+    def load_caches(self) -> None:
+        """Nothing to do: rows and vectors are read from the server as searches need them."""
+
     def release_buffers(self) -> None:
         """Nothing to do: the database's buffers are the server's, not this process's."""
 

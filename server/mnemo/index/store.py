@@ -25,7 +25,14 @@ import numpy as np
 from mnemo.index import file_meta, fts, pending, repair
 from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity
 from mnemo.index.batches import Columns, VectorColumn, batch_view, row_columns
-from mnemo.index.duck import connect, load_extension, memory_limit, release_buffers
+from mnemo.index.duck import (
+    connect,
+    lean,
+    lean_checkpoint,
+    load_extension,
+    memory_limit,
+    release_buffers,
+)
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.identity import identity_meta
 from mnemo.index.postings import PostingsCache
@@ -178,18 +185,45 @@ class ChunkStore(SideTables):
         with contextlib.suppress(duckdb.Error):
             self.con.close()
 
+    def checkpoint(self) -> None:
+        """What DuckDB holds for the writes since the last checkpoint goes to the file
+        (:func:`mnemo.index.duck.lean_checkpoint`); then the blocks it read go too. The caller holds the
+        connection alone."""
+        lean_checkpoint(self.con, self._usual_memory_limit())
+        self.release_buffers()
+
+    def load_caches(self) -> None:
+        """Every chunk's row and vector into this store's caches now, up to their limits, with DuckDB
+        keeping few of the blocks they are read from (:func:`mnemo.index.duck.lean`; the start's peak at
+        2,000 notes, docs/benchmarks.md); then the rest go (:meth:`release_buffers`). The caller holds
+        the connection alone."""
+        if self.record_cache.complete and (self.identity.dims == 0 or self.vector_cache.holds_all):
+            return
+        cursor = self.reader()
+        try:
+            try:
+                with lean(self.con, self._usual_memory_limit()):
+                    self.read_with(cursor).load_caches()
+            except duckdb.OutOfMemoryException:  # (a row larger than the headroom): as any read does
+                self.read_with(cursor).load_caches()
+        finally:
+            cursor.close()
+        self.release_buffers()
+
+    def _usual_memory_limit(self) -> str:
+        if self._memory_limit is None:
+            self._memory_limit = memory_limit(self.con)
+        return self._memory_limit
+
     def release_buffers(self) -> bool:
         """Evict the file's blocks from DuckDB's buffer pool (:func:`mnemo.index.duck.release_buffers`)
         when this store's caches hold every chunk's row and vector: what a search reads stays in memory.
-        The caller holds the connection alone (the write lock, no reader). False when nothing was done
-        (also while rows wait for a checkpoint)."""
+        The caller holds the connection alone (the write lock, no reader). False when nothing was done."""
         if self._con is None or not self.record_cache.complete:
             return False
         if self.identity.dims > 0 and not self.vector_cache.holds_all:
             return False
-        if self._memory_limit is None:
-            self._memory_limit = memory_limit(self._con)
-        return release_buffers(self._con, self._memory_limit)
+        return release_buffers(self._con, self._usual_memory_limit())
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor for another thread; it sees committed data only."""
@@ -217,7 +251,12 @@ class ChunkStore(SideTables):
         counts, self._counts = self._counts, None  # (kept only if the commit goes through)
         self.con.execute("COMMIT")
         self._counts = counts
-        self.counts_memo.changed()
+        try:
+            self._caches_after_commit()
+        finally:  # last: counts memoized from now on take their vectors from the cache just updated
+            self.counts_memo.changed()
+
+    def _caches_after_commit(self) -> None:
         if self._rows_changed:
             changed_rows, self._rows_changed = self._rows_changed, []
             self.record_cache.forget(changed_rows)

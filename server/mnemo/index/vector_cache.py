@@ -75,6 +75,11 @@ class VectorCache:
         """Every vector of the index is here (loaded, and not off)."""
         return self._loaded and not self._off
 
+    def held(self) -> int | None:
+        """How many vectors the index has, when this cache holds every one (None otherwise)."""
+        with self._lock:
+            return len(self._row) if self.holds_all else None
+
     def invalidate(self) -> None:
         with self._lock:
             self._reset()
@@ -89,6 +94,11 @@ class VectorCache:
         self._row, self._free, self._end = {}, [], 0
 
     # -- loading and deltas --------------------------------------------------------------------------
+    def load(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Load every vector now, when not yet loaded; False when the cache is off."""
+        with self._lock:
+            return self._ready(con)
+
     def _ready(self, con: duckdb.DuckDBPyConnection) -> bool:
         """Load on first use (the lock is held); False when the cache is off."""
         if self._off:
