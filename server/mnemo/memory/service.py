@@ -211,21 +211,19 @@ class MemoryService:
         """Have the index load what it keeps in memory of every row and vector, before a read of the
         whole workspace (a diagnostics pass). False when the writer stayed busy past ``timeout_s`` (the
         read loads them itself)."""
-        if not self._write_lock.acquire(timeout=timeout_s):
-            return False
-        try:
-            self.indexer.load_caches()
-            return True
-        finally:
-            self._write_lock.release()
+        return self._as_writer(self.indexer.load_caches, timeout_s)
 
     def release_buffers(self, timeout_s: float = -1) -> bool:
         """Let the index give back what it keeps in memory twice (after a whole-workspace read: the
         writer's caches now hold it). False when the writer stayed busy past ``timeout_s``."""
+        return self._as_writer(self.indexer.release_buffers, timeout_s)
+
+    def _as_writer(self, work: Callable[[], None], timeout_s: float) -> bool:
+        """``work`` with the write lock held; False when the writer stayed busy past ``timeout_s``."""
         if not self._write_lock.acquire(timeout=timeout_s):
             return False
         try:
-            self.indexer.release_buffers()
+            work()
             return True
         finally:
             self._write_lock.release()
