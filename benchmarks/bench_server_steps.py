@@ -6,10 +6,10 @@
 WS must be indexed (with vectors for the near-duplicate pass: ``mnemo index`` with the local model); it
 is copied first, so its index is not written. The steps a language server takes at start run in this
 process (build the services, load the model, open and sync the index, the first workspace diagnostics
-pass, the first keyword search), then ``--passes`` more passes, then ``--edits`` edits of one note as an
-editor's buffer (each indexed, searched for and diagnosed) and the checkpoint the writer makes once quiet. For each: RSS after it and the peak
-(VmHWM, reset through /proc/self/clear_refs before each step), and DuckDB's buffers
-(``duckdb_memory()``). A pass's transient is its peak less the RSS before it.
+pass, the first keyword search), then ``--passes`` more passes, then ``--edits`` edits of one note as
+an editor's buffer (each indexed, searched for and diagnosed) and the checkpoint the writer makes once
+quiet. For each: RSS after it and the peak (VmHWM, reset through /proc/self/clear_refs before each
+step), and DuckDB's buffers (``duckdb_memory()``). A pass's transient is its peak less the RSS before it.
 """
 
 from __future__ import annotations

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
 import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TypeVar
@@ -153,41 +152,37 @@ def release_buffers(con: duckdb.DuckDBPyConnection, limit: str) -> bool:
     return True
 
 
+T = TypeVar("T")
+
 WORK_HEADROOM = 8 << 20
-"""Bytes :func:`lean` lets DuckDB's buffers grow by during a piece of work."""
+"""Bytes :func:`leanly` lets DuckDB's buffers grow by during a piece of work."""
 
 
-@contextlib.contextmanager
-def lean(con: duckdb.DuckDBPyConnection, limit: str) -> Iterator[None]:
-    """DuckDB's memory limit lowered, for the work inside, to what it holds plus :data:`WORK_HEADROOM`,
-    then set back to ``limit`` (as :func:`release_buffers` does): DuckDB then evicts the file's blocks
-    it is done with as it reads on, instead of keeping every one until its usual limit. The caller
-    holds the connection alone; work that needs more raises ``duckdb.OutOfMemoryException``."""
+def leanly(con: duckdb.DuckDBPyConnection, limit: str, work: Callable[[], T]) -> T:
+    """``work`` with DuckDB's memory limit lowered to what it holds plus :data:`WORK_HEADROOM`, then set
+    back to ``limit`` (as :func:`release_buffers` does): DuckDB evicts the file's blocks it is done with
+    as it reads on, instead of keeping every one until its usual limit. When that is not enough (DuckDB
+    raises out of memory), ``work`` runs again under the usual limit. The caller holds the connection
+    alone. Used for a checkpoint, which reads the blocks of what it rewrites (after four edits at 2,000
+    notes +27 to +34 MB at its peak, +17 MB so; ``python benchmarks/bench_server_steps.py --edits 4``),
+    and for loading the writer's caches."""
     used = sum(
         int(size) for (size,) in con.execute("SELECT memory_usage_bytes FROM duckdb_memory()").fetchall()
     )
-    con.execute(f"SET memory_limit = '{used + WORK_HEADROOM}B'")
     try:
-        yield
-    finally:
-        con.execute(f"SET memory_limit = '{limit}'")
+        con.execute(f"SET memory_limit = '{used + WORK_HEADROOM}B'")
+        try:
+            return work()
+        finally:
+            con.execute(f"SET memory_limit = '{limit}'")
+    except duckdb.OutOfMemoryException as exc:
+        log.debug("under a lower memory limit: %s; again under the usual one", exc)
+    return work()
 
 
 def lean_checkpoint(con: duckdb.DuckDBPyConnection, limit: str) -> None:
-    """``CHECKPOINT`` under :func:`lean`: a checkpoint reads the blocks of what it rewrites and keeps them
-    (after four edits at 2,000 notes, +27 to +34 MB at its peak on top of the rows it writes out,
-    +17 MB so; ``python benchmarks/bench_server_steps.py --edits 4``). When the lower limit is not
-    enough, the checkpoint runs again under the usual one."""
-    try:
-        with lean(con, limit):
-            con.execute("CHECKPOINT")
-        return
-    except duckdb.OutOfMemoryException as exc:
-        log.debug("checkpoint under a lower memory limit: %s; again under the usual one", exc)
-    con.execute("CHECKPOINT")
-
-
-T = TypeVar("T")
+    """``CHECKPOINT`` under :func:`leanly`."""
+    leanly(con, limit, lambda: con.execute("CHECKPOINT"))
 
 
 def read_closed(path: Path, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T | None:

@@ -27,8 +27,8 @@ from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity
 from mnemo.index.batches import Columns, VectorColumn, batch_view, row_columns
 from mnemo.index.duck import (
     connect,
-    lean,
     lean_checkpoint,
+    leanly,
     load_extension,
     memory_limit,
     release_buffers,
@@ -194,18 +194,14 @@ class ChunkStore(SideTables):
 
     def load_caches(self) -> None:
         """Every chunk's row and vector into this store's caches now, up to their limits, with DuckDB
-        keeping few of the blocks they are read from (:func:`mnemo.index.duck.lean`; the start's peak at
+        keeping few of the blocks they are read from (:func:`mnemo.index.duck.leanly`; the start's peak at
         2,000 notes, docs/benchmarks.md); then the rest go (:meth:`release_buffers`). The caller holds
         the connection alone."""
         if self.record_cache.complete and (self.identity.dims == 0 or self.vector_cache.holds_all):
             return
         cursor = self.reader()
         try:
-            try:
-                with lean(self.con, self._usual_memory_limit()):
-                    self.read_with(cursor).load_caches()
-            except duckdb.OutOfMemoryException:  # (a row larger than the headroom): as any read does
-                self.read_with(cursor).load_caches()
+            leanly(self.con, self._usual_memory_limit(), self.read_with(cursor).load_caches)
         finally:
             cursor.close()
         self.release_buffers()
