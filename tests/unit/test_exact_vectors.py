@@ -221,6 +221,36 @@ def test_the_cache_loads_every_vector_page_by_page_whatever_the_gaps_in_ids(
         store.con.close()
 
 
+def test_a_page_loaded_at_once_keeps_each_rows_norm_and_a_zero_vector_never_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load copies a page of vectors into the matrix at once (not row by row): each row's inverse
+    norm is the row's own, a zero vector gets 0 (it can never come first) and the exact search still
+    equals DuckDB's."""
+    from mnemo.index import vector_cache
+
+    store = _store(tmp_path, n=30)
+    try:
+        with store.transaction():
+            store.insert_chunks(_rows(1, start=200), np.zeros((1, DIMS), np.float32), live=True)
+        monkeypatch.setattr(vector_cache, "_LOAD_ROWS", 8)
+        query = _vectors(1, 7)[0]
+        got = _nearest(store, query, 31)
+        cache = store.vector_cache
+        for cid, row in cache._row.items():
+            vector = cache._matrix[row]
+            norm = float(np.linalg.norm(vector))
+            want = 1.0 / norm if norm > 0 else 0.0
+            assert cache._ids[row] == cid
+            assert cache._inverse_norms[row] == pytest.approx(want, rel=1e-5)
+        zero_id = max(cache._row)
+        assert cache._inverse_norms[cache._row[zero_id]] == 0.0
+        assert got[0][0] != zero_id and zero_id in [cid for cid, _ in got]
+        _same([g for g in got if g[0] != zero_id], [w for w in _duckdb_exact(store, query) if w[0] != zero_id])
+    finally:
+        store.con.close()
+
+
 def test_a_loaded_cache_takes_a_few_new_chunks_without_copying_its_matrix(tmp_path: Path) -> None:
     """Loaded at its exact size, the matrix was grown (a second copy, +25%) by a server's first edit that
     added a chunk: the peak of an edit at 2,000 notes. It now loads with spare rows."""
