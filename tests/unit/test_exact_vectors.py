@@ -246,7 +246,9 @@ def test_a_page_loaded_at_once_keeps_each_rows_norm_and_a_zero_vector_never_firs
         zero_id = max(cache._row)
         assert cache._inverse_norms[cache._row[zero_id]] == 0.0
         assert got[0][0] != zero_id and zero_id in [cid for cid, _ in got]
-        _same([g for g in got if g[0] != zero_id], [w for w in _duckdb_exact(store, query) if w[0] != zero_id])
+        _same(
+            [g for g in got if g[0] != zero_id], [w for w in _duckdb_exact(store, query) if w[0] != zero_id]
+        )
     finally:
         store.con.close()
 
