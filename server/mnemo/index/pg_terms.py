@@ -32,7 +32,7 @@ from mnemo.index.fts import K1, B, bm25_idf
 from mnemo.index.pg_arrays import array_cursor
 from mnemo.index.pg_schema import SCHEMA
 from mnemo.index.pg_topk import score_ids, top_k
-from mnemo.index.postings import best_first
+from mnemo.index.postings import best_first, best_of_dense
 from mnemo.text.stems import porter_stems
 
 EMPTY_STEM = "\u2205"
@@ -258,7 +258,7 @@ def _score(
         dense = np.zeros(span)
         for (ids, share), idf in parts:
             dense[np.subtract(ids, lo, dtype=np.intp)] += share * idf
-        chosen, chosen_scores = _best_of_dense(dense, lo, limit, only_ids)
+        chosen, chosen_scores = best_of_dense(dense, lo, limit, only_ids)
     covered = np.zeros(len(chosen))
     for (ids, _), idf in parts:
         at = np.minimum(np.searchsorted(ids, chosen), len(ids) - 1)
@@ -267,30 +267,6 @@ def _score(
         (int(cid), float(score), float(cov))
         for cid, score, cov in zip(chosen, chosen_scores, covered, strict=True)
     ]
-
-
-def _best_of_dense(
-    dense: np.ndarray, lo: int, limit: int, only_ids: Sequence[int] | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The chunk ids and scores to return from ``dense`` (scores by chunk id - ``lo``; 0: no posting),
-    best first, ties by id: as :func:`mnemo.index.postings.best_first` orders them, without first
-    gathering every chunk that has a posting (a pass over the whole span fewer)."""
-    if only_ids is not None:
-        wanted = np.unique(np.asarray(only_ids, np.int64)) - lo
-        wanted = wanted[(wanted >= 0) & (wanted < len(dense))]
-        top = wanted[dense[wanted] > 0]
-    else:
-        k = min(int(limit), len(dense))
-        if k <= 0:
-            return np.zeros(0, np.int64), np.zeros(0)
-        top = (
-            np.argpartition(dense, len(dense) - k)[len(dense) - k :]
-            if k < len(dense)
-            else np.arange(len(dense))
-        )
-        top = top[dense[top] > 0]  # every share and every IDF is > 0: a score of 0 is no posting
-    top = top[np.lexsort((top, -dense[top]))]
-    return top + lo, dense[top]
 
 
 def search(

@@ -148,11 +148,15 @@ class PostingsCache:
         per_posting = np.concatenate([np.full(len(p[0][0]), p[1]) for p in parts])
         lengths = length[ids].astype(np.float64)
         bm25 = per_posting * tfs * (K1 + 1) / (tfs + K1 * (1 - B + B * lengths / avgdl))
-        unique, inverse = np.unique(ids, return_inverse=True)
-        scores = np.bincount(inverse, weights=bm25)
-        covered = np.bincount(inverse, weights=per_posting)
-        order = best_first(unique, scores, limit, only_ids)
-        return [(int(unique[i]), float(scores[i]), float(covered[i]), total) for i in order]
+        # Chunk ids are dense (``length`` is indexed by them): scores summed into arrays by id, not
+        # through ``np.unique``'s sort of every posting (~1.5 ms a search at 2,000 notes).
+        scores = np.bincount(ids, weights=bm25, minlength=len(length))
+        covered = np.bincount(ids, weights=per_posting, minlength=len(length))
+        chosen, chosen_scores = best_of_dense(scores, 0, limit, only_ids)
+        return [
+            (int(cid), float(score), float(covered[cid]), total)
+            for cid, score in zip(chosen.tolist(), chosen_scores.tolist(), strict=True)
+        ]
 
 
 def _narrow(ids: np.ndarray) -> np.ndarray:
@@ -171,3 +175,27 @@ def best_first(
     k = min(int(limit), len(unique))
     top = np.argpartition(-scores, k - 1)[:k] if k < len(unique) else np.arange(len(unique))
     return top[np.argsort(-scores[top], kind="stable")]
+
+
+def best_of_dense(
+    dense: np.ndarray, lo: int, limit: int, only_ids: Sequence[int] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The chunk ids and scores to return from ``dense`` (scores by chunk id - ``lo``; 0: no posting),
+    best first, ties by id: as :func:`mnemo.index.postings.best_first` orders them, without first
+    gathering every chunk that has a posting (a pass over the whole span fewer)."""
+    if only_ids is not None:
+        wanted = np.unique(np.asarray(only_ids, np.int64)) - lo
+        wanted = wanted[(wanted >= 0) & (wanted < len(dense))]
+        top = wanted[dense[wanted] > 0]
+    else:
+        k = min(int(limit), len(dense))
+        if k <= 0:
+            return np.zeros(0, np.int64), np.zeros(0)
+        top = (
+            np.argpartition(dense, len(dense) - k)[len(dense) - k :]
+            if k < len(dense)
+            else np.arange(len(dense))
+        )
+        top = top[dense[top] > 0]  # every share and every IDF is > 0: a score of 0 is no posting
+    top = top[np.lexsort((top, -dense[top]))]
+    return top + lo, dense[top]
