@@ -66,6 +66,25 @@ def test_postings_match_the_fts_tables_through_edits(sample_workspace: Path, ser
     assert hits and hits[0].path == "MEMORY.md"
 
 
+def test_ids_spread_wider_than_the_postings_are_scored_by_sorting_with_the_same_results(
+    sample_workspace: Path, services_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The postings are summed into arrays indexed by chunk id; past :data:`SORTED_PAST` (an index with a
+    long history of edits, its ids far apart) they are sorted instead, with the same scores and order."""
+    from mnemo.index import postings
+
+    services = services_factory(sample_workspace)
+    services.memory.sync()
+    store = services.memory.indexer.store
+    dense = {q: store.postings.search(store.con, query_terms(q), limit=3) for q in QUERIES}
+    monkeypatch.setattr(postings, "SORTED_PAST", 0)
+    monkeypatch.setattr(postings, "DENSE_FACTOR", 0)
+    monkeypatch.setattr(postings, "best_of_dense", None)  # not used on this path
+    _compare(store)
+    for query, top in dense.items():
+        assert store.postings.search(store.con, query_terms(query), limit=3) == top, query
+
+
 def test_a_rolled_back_edit_leaves_the_postings_alone(sample_workspace: Path, services_factory: Any) -> None:
     services = services_factory(sample_workspace)
     services.memory.sync()
