@@ -199,14 +199,14 @@ def best_of_dense(
         wanted = wanted[(wanted >= 0) & (wanted < len(dense))]
         top = wanted[dense[wanted] > 0]
     else:
-        k = min(int(limit), len(dense))
+        # Every share and every IDF is > 0: a score of 0 is no posting. The chunks with a posting are
+        # picked first: NumPy's partition of the whole span, mostly zeros, for the last k places took
+        # 30-75 ms at 357,000 chunks (its selection degrades on many equal values), 1-2 ms so.
+        top = np.flatnonzero(dense)
+        k = int(limit)
         if k <= 0:
             return np.zeros(0, np.int64), np.zeros(0)
-        top = (
-            np.argpartition(dense, len(dense) - k)[len(dense) - k :]
-            if k < len(dense)
-            else np.arange(len(dense))
-        )
-        top = top[dense[top] > 0]  # every share and every IDF is > 0: a score of 0 is no posting
+        if k < len(top):
+            top = top[np.argpartition(-dense[top], k - 1)[:k]]
     top = top[np.lexsort((top, -dense[top]))]
     return top + lo, dense[top]
