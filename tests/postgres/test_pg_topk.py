@@ -12,6 +12,7 @@ import pytest
 from numpy import array as np_array
 
 from mnemo.index import pg_schema, pg_terms, pg_topk
+from mnemo.index.api import KeywordHit
 from mnemo.index.pg_connect import connect
 from mnemo.index.pg_store import PgStore
 from mnemo.index.writer_api import ChunkRow
@@ -271,3 +272,47 @@ def test_the_numpy_scan_scores_and_covers_as_a_plain_sum() -> None:
         assert sorted(cid for cid, _, _ in some) == sorted(c for c in wanted if c in plain)
         for cid, bm25, covered in some:
             assert (bm25, covered) == pytest.approx(plain[cid], abs=1e-9)
+
+
+def test_given_ids_are_scored_from_held_postings_as_sql_scores_them(
+    store: PgStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vector candidates' BM25 (``only_ids``): the terms whose postings the process holds at this
+    version are scored from them, the others in SQL by key; the same scores and order as SQL alone. A
+    write moves the version on, and SQL scores every term again."""
+    rng = random.Random(9)
+    with store.transaction():
+        store.insert_chunks(_rows(rng, 200, (5, 40), 0), None)
+    memo = pg_terms.PostingsMemo()
+    terms = [*VOCABULARY[:3], "zzunknown"]
+    ids = [r[0] for r in store.con.execute("SELECT id FROM mnemo.chunks WHERE g = %s ORDER BY id", [store.g])]
+    some = [*ids[::3], max(ids) + 7]  # and an id with no chunk
+    by_sql = pg_terms.search(store.con, store.g, terms, limit=len(some), only_ids=some, memo=memo)
+    assert by_sql and memo._items == {}, "nothing held yet: scored in SQL"
+    asked: list[list[str]] = []
+    real_score_ids = pg_terms.score_ids
+
+    def spy(con: psycopg.Connection, g: int, idf: dict[str, float], *rest: object) -> object:
+        asked.append(sorted(idf))
+        return real_score_ids(con, g, idf, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg_terms, "score_ids", spy)
+
+    def same(found: list[KeywordHit]) -> None:
+        assert [h.chunk_id for h in found] == [h.chunk_id for h in by_sql]
+        for got, want in zip(found, by_sql, strict=True):
+            assert (got.bm25, got.covered, got.total) == pytest.approx(
+                (want.bm25, want.covered, want.total), abs=1e-9
+            )
+
+    pg_terms.search(store.con, store.g, terms[:1], limit=10, memo=memo)  # one term's postings held
+    same(pg_terms.search(store.con, store.g, terms, limit=len(some), only_ids=some, memo=memo))
+    assert asked == [sorted(VOCABULARY[1:3])], "SQL scores the terms not held only"
+    pg_terms.search(store.con, store.g, terms, limit=10, memo=memo)  # every term's postings held
+    asked.clear()
+    same(pg_terms.search(store.con, store.g, terms, limit=len(some), only_ids=some, memo=memo))
+    assert asked == [], "no round trip"
+    with store.transaction():
+        store.insert_chunks(_rows(rng, 5, (5, 40), 1000), None)
+    pg_terms.search(store.con, store.g, terms, limit=len(some), only_ids=some, memo=memo)
+    assert asked == [sorted(VOCABULARY[:3])], "a write moved the version on: SQL again"
