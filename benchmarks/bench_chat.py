@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "server"))
+sys.path.append(str(ROOT / "server"))  # after PYTHONPATH: a tree given there is the one measured
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.chat_set import FILES, NOT_IN_MEMORY, QUESTIONS, STATEMENTS, Question  # noqa: E402

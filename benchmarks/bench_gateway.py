@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "server"))
+sys.path.append(str(ROOT / "server"))  # after PYTHONPATH: a tree given there is the one measured
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import command_line, machine, machine_line, md_table, percentile, write_outputs  # noqa: E402

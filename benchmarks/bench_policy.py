@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "server"))
+sys.path.append(str(ROOT / "server"))  # after PYTHONPATH: a tree given there is the one measured
 
 from mnemo.policy import PolicyConfig, SandboxUnavailable, Verdict, check, run_sandboxed, scan_text  # noqa: E402
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "server"))
+sys.path.append(str(ROOT / "server"))  # after PYTHONPATH: a tree given there is the one measured
 
 from mnemo.secrets import scan_text  # noqa: E402
 from mnemo.secrets.rules import default_ruleset  # noqa: E402

@@ -46,7 +46,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "server"))
+sys.path.append(str(ROOT / "server"))  # after PYTHONPATH: a tree given there is the one measured
 
 from tests.conftest import HashEmbedder  # noqa: E402
 from tests.postgres.cluster import throwaway_cluster  # noqa: E402

@@ -31,7 +31,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "server"))
+sys.path.append(str(ROOT / "server"))  # after PYTHONPATH: a tree given there is the one measured
 
 from benchmarks.common import command_line, cpu_seconds, machine, machine_line, md_table, write_outputs  # noqa: E402
 from benchmarks.synthetic import generate  # noqa: E402
