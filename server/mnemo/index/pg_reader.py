@@ -134,10 +134,16 @@ class PgReader:
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         if not ids or not self._with_vectors:
             return {}
-        rows = self.con.execute(
-            f"SELECT id, embedding FROM {SCHEMA}.chunks WHERE g = %s AND id = ANY(%s) AND embedding IS NOT NULL",
-            [self.g, list(ids)],
-        ).fetchall()
+        # In binary: a vector arrives as 4-byte floats, not text to parse (~80 us a vector in Python).
+        rows = (
+            self.con.cursor(binary=True)
+            .execute(
+                f"SELECT id, embedding FROM {SCHEMA}.chunks WHERE g = %s AND id = ANY(%s) "
+                "AND embedding IS NOT NULL",
+                [self.g, list(ids)],
+            )
+            .fetchall()
+        )
         return {int(cid): np.asarray(vector, dtype=np.float32) for cid, vector in rows}
 
     def chunks_of(self, path: str, *, with_vectors: bool = False) -> list[ChunkRecord]:
