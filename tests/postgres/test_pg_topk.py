@@ -316,3 +316,48 @@ def test_given_ids_are_scored_from_held_postings_as_sql_scores_them(
         store.insert_chunks(_rows(rng, 5, (5, 40), 1000), None)
     pg_terms.search(store.con, store.g, terms, limit=len(some), only_ids=some, memo=memo)
     assert asked == [sorted(VOCABULARY[:3])], "a write moved the version on: SQL again"
+
+
+def test_a_query_whose_common_words_are_held_is_scanned_not_pruned(
+    store: PgStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruning costs round trips; when the process holds every posting of the query's common words and
+    its other words have few, those are read and every posting scored from memory instead: the same
+    top, no pruning, and the rare word's list now held too."""
+    rng = random.Random(11)
+    with store.transaction():
+        store.insert_chunks(_rows(rng, 300, (5, 40), 0), None)
+    _small_reads(monkeypatch)  # every query would be pruned
+    memo = pg_terms.PostingsMemo()
+    common, rare = VOCABULARY[:3], VOCABULARY[150]
+    assert _df(store, rare) < 20 and _df(store, common[0]) > 100
+    pruned_calls: list[int] = []
+    real_top_k = pg_terms.top_k
+
+    def spy(*args: object) -> object:
+        pruned_calls.append(1)
+        return real_top_k(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg_terms, "top_k", spy)
+    monkeypatch.setattr(pg_terms, "MISSING_READ", _df(store, rare))  # the rare word's list, no more
+    query = [*common, rare]
+    first = pg_terms.search(store.con, store.g, query, limit=10, memo=memo)
+    assert pruned_calls == [1], "nothing held: pruned"
+    held = pg_terms.query_weights(store.con, store.g, common)
+    assert held is not None
+    pg_terms._postings(store.con, store.g, held, memo)  # as a scan of the common words keeps them
+    pruned_calls.clear()
+    monkeypatch.setattr(pg_terms, "MISSING_READ", 0)
+    pg_terms.search(store.con, store.g, query, limit=10, memo=memo)
+    assert pruned_calls == [1], "more to read than MISSING_READ: pruned"
+    monkeypatch.setattr(pg_terms, "MISSING_READ", _df(store, rare))
+    pruned_calls.clear()
+    scanned = pg_terms.search(store.con, store.g, query, limit=10, memo=memo)
+    assert pruned_calls == [], "held but for a rare word: scanned"
+    full = sorted(_full(store.con, store.g, query).items(), key=lambda item: (-item[1][0], item[0]))[:10]
+    want = [x for _, pair in full for x in pair]
+    assert [x for h in scanned for x in (h.bm25, h.covered)] == pytest.approx(want, abs=1e-9)
+    assert [x for h in first for x in (h.bm25, h.covered)] == pytest.approx(want, abs=1e-9)
+    weights = pg_terms.query_weights(store.con, store.g, [rare])
+    assert weights is not None
+    assert memo.get((store.g, next(iter(weights.idf))), weights.version) is not None, "the rare list held"
