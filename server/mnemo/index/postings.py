@@ -27,8 +27,8 @@ OVERLAY_LIMIT = 0.25
 
 
 SORTED_PAST, DENSE_FACTOR = 1 << 20, 8
-"""Chunk ids up to this (or ``DENSE_FACTOR`` per posting read) are scored in arrays indexed by id; an index whose ids
-spread wider (a long history of edits) sorts the postings read instead."""
+"""Chunk ids up to this (or ``DENSE_FACTOR`` per posting read) are scored in arrays indexed by id; an
+index whose ids spread wider (a long history of edits) sorts the postings read instead."""
 
 
 class PostingsCache:
@@ -192,8 +192,8 @@ def best_of_dense(
     dense: np.ndarray, lo: int, limit: int, only_ids: Sequence[int] | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The chunk ids and scores to return from ``dense`` (scores by chunk id - ``lo``; 0: no posting),
-    best first, ties by id: as :func:`mnemo.index.postings.best_first` orders them, without first
-    gathering every chunk that has a posting (a pass over the whole span fewer)."""
+    best first, ties by id: as :func:`best_first` orders them, from scores summed into an array by
+    chunk id (no sort of the postings)."""
     if only_ids is not None:
         wanted = np.unique(np.asarray(only_ids, np.int64)) - lo
         wanted = wanted[(wanted >= 0) & (wanted < len(dense))]
