@@ -112,3 +112,44 @@ def test_a_large_change_reloads_instead_of_growing_the_overlay(
     assert not store.postings._loaded, "an overlay past a quarter of the base asks for a reload"
     _compare(store, ["shared", "word3", "word33"])
     assert store.postings._loaded and store.postings._overlay_rows == 0
+
+
+def test_a_querys_term_statistics_are_read_once_between_commits(
+    sample_workspace: Path, services_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Searches repeat their words: a query's IDF is read from the ``dict`` table once until the next
+    commit, which makes the next search read it again (a new note changes the document frequency)."""
+    services = services_factory(sample_workspace)
+    memory = services.memory
+    memory.sync()
+    reads: list[tuple[str, ...]] = []
+    real = fts.query_weights
+
+    def counted(con: Any, terms: Any) -> Any:
+        reads.append(tuple(terms))
+        return real(con, terms)
+
+    monkeypatch.setattr(fts, "query_weights", counted)
+    first = memory.search("billing database").results
+    second = memory.search("billing database").results
+    assert len(reads) == 1 and [h.parts.score for h in first] == [h.parts.score for h in second]
+    (sample_workspace / "memory" / "billing-notes.md").write_text(
+        "# Billing\n\nThe billing database moved; billing runs nightly.\n", encoding="utf-8"
+    )
+    memory.sync()
+    third = memory.search("billing database").results
+    assert len(reads) == 2, "a commit: read again"
+    assert any(h.path == "memory/billing-notes.md" for h in third)
+    store = memory.indexer.store
+    reader = store.reader()
+    try:
+        fresh = real(reader, query_terms("billing database"))
+    finally:
+        reader.close()
+    assert fresh is not None
+    assert (
+        store.counts_memo.weights(
+            store.counts_memo.writes, tuple(query_terms("billing database")), lambda: None
+        )
+        == fresh
+    )
