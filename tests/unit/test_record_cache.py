@@ -68,6 +68,8 @@ def test_a_warm_search_reads_no_rows_and_an_edit_is_seen(
 
     store.read_with = spying
     assert "full sun" in memory.search("tomatoes watering").results[0].snippet
+    assert queries == [], "the same query again: its term statistics are kept, nothing is read"
+    assert "full sun" in memory.search("watering tomatoes sun").results[0].snippet
     assert queries and not any("FROM chunks WHERE id IN" in q for q in queries), queries
     (root / "memory/garden.md").write_text("# Garden\n\nTomatoes need shade cloth in July.\n")
     memory.sync()
