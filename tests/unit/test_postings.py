@@ -147,9 +147,4 @@ def test_a_querys_term_statistics_are_read_once_between_commits(
     finally:
         reader.close()
     assert fresh is not None
-    assert (
-        store.counts_memo.weights(
-            store.counts_memo.writes, tuple(query_terms("billing database")), lambda: None
-        )
-        == fresh
-    )
+    assert store.counts_memo.weights(tuple(query_terms("billing database")), lambda: None) == fresh

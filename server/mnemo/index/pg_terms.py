@@ -113,24 +113,24 @@ def query_weights(con: psycopg.Connection, generation: int, terms: Sequence[str]
     return QueryWeights(idf, total, avgdl, int(rows[0][4]), float(rows[0][5] or 0.0), count, rarest, known)
 
 
-def _mostly_held(generation: int, weights: QueryWeights, memo: PostingsMemo | None) -> bool:
-    """Whether ``memo`` holds the postings of the query's stems but at most :data:`MISSING_READ` of them
-    (the rare stems' short lists): reading those and scanning every posting from memory then costs one
+def _held(generation: int, weights: QueryWeights, memo: PostingsMemo | None) -> dict[str, Postings]:
+    """The query stems' postings that ``memo`` holds at this version."""
+    if memo is None:
+        return {}
+    found = ((term, memo.get((generation, term), weights.version)) for term in weights.idf)
+    return {term: postings for term, postings in found if postings is not None}
+
+
+def _few_missing(weights: QueryWeights, held: Mapping[str, Postings]) -> bool:
+    """Whether the stems whose postings are not ``held`` have at most :data:`MISSING_READ` of them (the
+    rare stems' short lists): reading those and scanning every posting from memory then costs one
     round trip, where pruning costs two to four (~14 ms a pruned query at 100,000 notes, against a few
     ms for the scan)."""
-    if memo is None:
-        return False
-    missing = 0.0
-    for term in weights.idf:
-        if memo.get((generation, term), weights.version) is None:
-            missing += weights.df.get(term, 0.0)
-            if missing > MISSING_READ:
-                return False
-    return True
+    return sum(df for term, df in weights.df.items() if term not in held) <= MISSING_READ
 
 
 MISSING_READ = 20_000
-"""Most postings a query may still have to read for :func:`_mostly_held` (a word in 2% of 357,000 chunks
+"""Most postings a query may still have to read for :func:`_few_missing` (a word in 2% of 357,000 chunks
 has ~7,000)."""
 SCAN_ALL_BELOW = 200_000
 """A query whose stems have at most this many postings in all is scored from every posting (a few ms
@@ -203,18 +203,16 @@ class PostingsMemo(VersionedMemo[tuple[int, str], Postings]):
 
 
 def _postings(
-    con: psycopg.Connection, generation: int, weights: QueryWeights, memo: PostingsMemo | None
+    con: psycopg.Connection,
+    generation: int,
+    weights: QueryWeights,
+    memo: PostingsMemo | None,
+    held: Mapping[str, Postings] | None = None,
 ) -> dict[str, Postings]:
     """term -> (chunk ids, tf, len) of the query terms' postings: from ``memo`` when it has them at this
-    version, else read by one index-only scan per term."""
-    out: dict[str, Postings] = {}
-    missing = []
-    for term in weights.idf:
-        found = memo.get((generation, term), weights.version) if memo is not None else None
-        if found is None:
-            missing.append(term)
-        else:
-            out[term] = found
+    version (``held``: what it was found to hold), else read by one index-only scan per term."""
+    out = dict(_held(generation, weights, memo) if held is None else held)
+    missing = [term for term in weights.idf if term not in out]
     if missing:
         for term, postings in _read_postings(con, generation, missing, weights.avgdl).items():
             out[term] = postings
@@ -227,24 +225,20 @@ def _score_given(
     con: psycopg.Connection,
     generation: int,
     weights: QueryWeights,
-    memo: PostingsMemo | None,
+    held: Mapping[str, Postings],
     only_ids: Sequence[int],
 ) -> list[tuple[int, float, float]]:
     """The BM25 of each of ``only_ids`` with a query term, best first, then by id. The terms whose
     postings the process holds at this version are scored from them (each id found by binary search);
     the rest in SQL by key (:func:`mnemo.index.pg_topk.score_ids`), a round trip of ~2.6 ms a search at
     100,000 notes that a warm process no longer makes. BM25 is a sum over terms: the same scores."""
-    held: dict[str, tuple[Postings, float]] = {}
-    for term, idf in weights.idf.items():
-        found = memo.get((generation, term), weights.version) if memo is not None else None
-        if found is not None:
-            held[term] = (found, idf)
     rest = {term: idf for term, idf in weights.idf.items() if term not in held}
     if not held:
         return score_ids(con, generation, rest, weights.avgdl, only_ids)
     want = np.unique(np.asarray(only_ids, np.int64))
     scores, covered = np.zeros(len(want)), np.zeros(len(want))
-    for (ids, shares), idf in held.values():
+    for term, (ids, shares) in held.items():
+        idf = weights.idf[term]
         if len(ids):
             at = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
             found_at = ids[at] == want
@@ -355,18 +349,19 @@ def search(
             known[key] = weights
     if weights is None:
         return []
+    held = _held(generation, weights, memo)
     pruned = (
         None
         if only_ids is not None
         or weights.postings <= SCAN_ALL_BELOW
         or weights.rarest > PRUNE_RAREST_SHARE
-        or _mostly_held(generation, weights, memo)
+        or (memo is not None and _few_missing(weights, held))
         else top_k(con, generation, weights.idf, weights.avgdl, weights.min_a0, limit)
     )
     if pruned is not None:
         scored = pruned
     elif only_ids is not None and len(only_ids) <= SQL_SCORED_IDS:
-        scored = _score_given(con, generation, weights, memo, only_ids)
+        scored = _score_given(con, generation, weights, held, only_ids)
     else:
-        scored = _score(weights, _postings(con, generation, weights, memo), limit, only_ids)
+        scored = _score(weights, _postings(con, generation, weights, memo, held), limit, only_ids)
     return [KeywordHit(cid, bm25, covered, weights.total) for cid, bm25, covered in scored]

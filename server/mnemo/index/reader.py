@@ -10,6 +10,7 @@ generation against a swap while it is used.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from operator import methodcaller
@@ -154,11 +155,12 @@ class CountsMemo:
         self._lock = threading.Lock()
 
     def weights(
-        self, writes: int, terms: tuple[str, ...], read: Callable[[], fts.QueryWeights | None]
+        self, terms: tuple[str, ...], read: Callable[[], fts.QueryWeights | None]
     ) -> fts.QueryWeights | None:
-        """The statistics of ``terms`` read after ``writes`` commits: kept, or ``read()`` and kept. As
-        with the counts, what a reader reads is never older than ``writes`` (a commit is counted after
-        it is made), and the next commit's number misses."""
+        """The statistics of ``terms`` since the last commit: kept, or ``read()`` and kept. As with the
+        counts, what ``read()`` returns is never older than the commits counted before it (a commit is
+        counted after it is made), and the next commit's number misses."""
+        writes = self.writes
         with self._lock:
             seen, kept = self._weights
             if seen == writes and terms in kept:
@@ -433,9 +435,8 @@ class DuckReader:
             return []
         key = tuple(terms)
         if self._weights is None or self._weights[0] != key:
-            memo = self._memo
-            read = lambda: fts.query_weights(self.con, terms)  # noqa: E731
-            self._weights = (key, memo.weights(memo.writes, key, read) if memo is not None else read())
+            read = functools.partial(fts.query_weights, self.con, terms)
+            self._weights = (key, self._memo.weights(key, read) if self._memo is not None else read())
         weights = self._weights[1]
         if weights is None:
             return []

@@ -197,7 +197,7 @@ class ChunkStore(SideTables):
         keeping few of the blocks they are read from (:func:`mnemo.index.duck.leanly`; the start's peak at
         2,000 notes, docs/benchmarks.md); then the rest go (:meth:`release_buffers`). The caller holds
         the connection alone."""
-        if self.record_cache.complete and (self.identity.dims == 0 or self.vector_cache.holds_all):
+        if self._caches_hold_all():
             return
         cursor = self.reader()
         try:
@@ -215,11 +215,13 @@ class ChunkStore(SideTables):
         """Evict the file's blocks from DuckDB's buffer pool (:func:`mnemo.index.duck.release_buffers`)
         when this store's caches hold every chunk's row and vector: what a search reads stays in memory.
         The caller holds the connection alone (the write lock, no reader). False when nothing was done."""
-        if self._con is None or not self.record_cache.complete:
-            return False
-        if self.identity.dims > 0 and not self.vector_cache.holds_all:
+        if self._con is None or not self._caches_hold_all():
             return False
         return release_buffers(self._con, self._usual_memory_limit())
+
+    def _caches_hold_all(self) -> bool:
+        """The record cache holds every chunk's row, and the vector cache every vector (if any)."""
+        return self.record_cache.complete and (self.identity.dims == 0 or self.vector_cache.holds_all)
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor for another thread; it sees committed data only."""
