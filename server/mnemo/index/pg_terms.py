@@ -29,6 +29,7 @@ import psycopg
 
 from mnemo.index.api import KeywordHit
 from mnemo.index.fts import K1, B, bm25_idf
+from mnemo.index.maxscore import best_of_terms
 from mnemo.index.pg_arrays import array_cursor
 from mnemo.index.pg_schema import SCHEMA
 from mnemo.index.pg_topk import score_ids, top_k
@@ -306,6 +307,10 @@ def _score(
         scores = np.bincount(inverse, weights=np.concatenate([p[1] * idf for p, idf in parts]))
         order = best_first(unique, scores, limit, only_ids)
         chosen, chosen_scores = unique[order], scores[order]
+    elif only_ids is None:  # the rarest terms added in full, the common ones looked up
+        chosen, chosen_scores = best_of_terms(
+            [(ids, share, idf) for (ids, share), idf in parts], lo, span, limit
+        )
     else:
         dense = np.zeros(span)
         for (ids, share), idf in parts:

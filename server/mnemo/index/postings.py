@@ -22,6 +22,7 @@ import numpy as np
 from mnemo.index.duckdb_native import duckdb
 
 from .fts import K1, SCHEMA, B, QueryWeights, query_weights
+from .maxscore import best_in_dense, best_positions
 
 OVERLAY_LIMIT = 0.25
 
@@ -183,9 +184,7 @@ def best_first(
     if only_ids is not None:
         keep = np.flatnonzero(np.isin(unique, np.asarray(only_ids, np.int64)))
         return keep[np.argsort(-scores[keep], kind="stable")]
-    k = min(int(limit), len(unique))
-    top = np.argpartition(-scores, k - 1)[:k] if k < len(unique) else np.arange(len(unique))
-    return top[np.argsort(-scores[top], kind="stable")]
+    return best_positions(unique, scores, max(int(limit), 0))
 
 
 def best_of_dense(
@@ -198,15 +197,9 @@ def best_of_dense(
         wanted = np.unique(np.asarray(only_ids, np.int64)) - lo
         wanted = wanted[(wanted >= 0) & (wanted < len(dense))]
         top = wanted[dense[wanted] > 0]
-    else:
-        # Every share and every IDF is > 0: a score of 0 is no posting. The chunks with a posting are
-        # picked first: NumPy's partition of the whole span, mostly zeros, for the last k places took
-        # 30-75 ms at 357,000 chunks (its selection degrades on many equal values), 1-2 ms so.
-        top = np.flatnonzero(dense)
-        k = int(limit)
-        if k <= 0:
-            return np.zeros(0, np.int64), np.zeros(0)
-        if k < len(top):
-            top = top[np.argpartition(-dense[top], k - 1)[:k]]
-    top = top[np.lexsort((top, -dense[top]))]
+        top = top[np.lexsort((top, -dense[top]))]
+    elif int(limit) <= 0:
+        return np.zeros(0, np.int64), np.zeros(0)
+    else:  # every share and every IDF is > 0: a score of 0 is no posting
+        top = best_in_dense(dense, int(limit))
     return top + lo, dense[top]

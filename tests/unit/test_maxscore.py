@@ -1,0 +1,87 @@
+"""MaxScore's top k (mnemo.index.maxscore) against adding every posting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnemo.index import maxscore
+from mnemo.index.maxscore import best_of_terms, kth_block_best
+
+
+def _every_posting_added(terms: list[maxscore.Term], lo: int, span: int, k: int) -> list[tuple[int, float]]:
+    dense = np.zeros(span)
+    for ids, shares, weight in terms:
+        dense[ids - lo] += shares * weight
+    hit = np.flatnonzero(dense)
+    order = np.lexsort((hit, -dense[hit]))[:k]
+    return [(int(hit[i] + lo), float(dense[hit[i]])) for i in order]
+
+
+def _corpus(rng: np.random.Generator, span: int, sizes: list[int], ties: bool) -> list[maxscore.Term]:
+    terms = []
+    for size in sizes:
+        ids = np.sort(rng.choice(span, size=size, replace=False)) + 1000
+        shares = np.ones(size) if ties else rng.uniform(0.2, 2.2, size)
+        weight = float(np.log(1 + (span - size + 0.5) / (size + 0.5)))
+        terms.append((ids.astype(np.int32), shares, weight))
+    return terms
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("ties", [False, True])
+def test_the_best_k_equal_those_of_every_posting_added(seed: int, ties: bool) -> None:
+    rng = np.random.default_rng(seed)
+    span = 200_000
+    # a few rare words and several common ones, as in "The large pipeline in payments was"
+    sizes = [int(rng.integers(5, 400)) for _ in range(2)] + [
+        int(rng.integers(60_000, 190_000)) for _ in range(4)
+    ]
+    terms = _corpus(rng, span, sizes, ties)
+    k = int(rng.choice([1, 5, 24, 60]))
+    ids, scores = best_of_terms(terms, 1000, span, k)
+    expected = _every_posting_added(terms, 1000, span, k)
+    assert [int(i) for i in ids] == [cid for cid, _ in expected]
+    assert scores == pytest.approx([score for _, score in expected], rel=1e-12)
+
+
+def test_common_words_are_looked_up_not_added(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The point of it: with two rare words, the common words' postings are never added in full."""
+    rng = np.random.default_rng(3)
+    span = 300_000
+    terms = _corpus(rng, span, [50, 120, 250_000, 280_000], ties=False)
+    added: list[int] = []
+    real_add = np.subtract
+
+    def counting_subtract(ids: np.ndarray, lo: int, dtype: type) -> np.ndarray:
+        added.append(len(ids))
+        return real_add(ids, lo, dtype=dtype)
+
+    monkeypatch.setattr(maxscore.np, "subtract", counting_subtract)
+    ids, _ = best_of_terms(terms, 1000, span, 24)
+    monkeypatch.undo()
+    assert sorted(added) == [50, 120]
+    assert [int(i) for i in ids] == [cid for cid, _ in _every_posting_added(terms, 1000, span, 24)]
+
+
+def test_every_chunk_tied_at_the_kth_score_is_ordered_by_id() -> None:
+    ids = np.arange(10, 5010, dtype=np.int32)
+    terms = [(ids, np.ones(len(ids)), 1.0)]
+    chosen, scores = best_of_terms(terms, 10, 5000, 7)
+    assert chosen.tolist() == list(range(10, 17))
+    assert scores.tolist() == [1.0] * 7
+
+
+def test_the_kth_block_best_never_exceeds_the_kth_best() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        dense = np.where(rng.random(64 * 40) < 0.1, rng.random(64 * 40), 0.0)
+        k = int(rng.integers(1, 30))
+        assert kth_block_best(dense, k) <= np.sort(dense)[-k]
+
+
+def test_nothing_to_rank_returns_nothing() -> None:
+    empty = (np.zeros(0, np.int32), np.zeros(0), 1.0)
+    assert [len(a) for a in best_of_terms([empty], 0, 10, 5)] == [0, 0]
+    one = (np.array([3], np.int32), np.array([1.0]), 2.0)
+    assert [a.tolist() for a in best_of_terms([one], 0, 10, 0)] == [[], []]
