@@ -1,6 +1,7 @@
 """Filtered searches on the PostgreSQL engine (mnemo.index.pg_filters): a filter's ids are kept per
 process until the generation changes (a front-matter edit included), and a nearest-neighbour search over
-many of them filters inside the HNSW scan, finding what the exact search by id finds."""
+many of them filters inside the HNSW scan, finding what the exact search by id finds. A query's term
+statistics are kept the same way, until a write changes the postings."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from mnemo.config import ChunkingSettings, IndexSettings
-from mnemo.index import pg_reader, pg_schema
+from mnemo.index import pg_reader, pg_schema, pg_terms
 from mnemo.index.pg_filters import FilteredIds
 from mnemo.index.pg_indexer import PgIndexer
 from mnemo.search.filters import SearchFilters
@@ -119,6 +120,38 @@ def test_a_filters_ids_are_read_once_until_the_generation_changes(indexer: PgInd
         assert reader is not None
         after = reader.allowed_ids(daily)
     assert isinstance(after, FilteredIds) and after.ids is not first.ids and len(after) == len(first) + 1
+
+
+def test_a_querys_term_statistics_are_read_once_until_a_write(
+    indexer: PgIndexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[tuple[str, ...]] = []
+    real = pg_terms.query_weights
+
+    def counting(con: object, generation: int, terms: list[str]) -> object:
+        read.append(tuple(terms))
+        return real(con, generation, terms)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg_terms, "query_weights", counting)
+
+    def top(query: list[str]) -> list[tuple[int, float]]:
+        with indexer.reading() as reader:  # a snapshot of its own, as each search has
+            assert reader is not None
+            return [(h.chunk_id, round(h.bm25, 9)) for h in reader.keyword_top(query, 5)]
+
+    first = top(["quota", "broker"])
+    assert first and top(["quota", "broker"]) == first
+    assert top(["zebracornx"]) == [] and top(["zebracornx"]) == []
+    assert read == [("quota", "broker"), ("zebracornx",)], "each query's statistics read once"
+    root = indexer.workspace.root
+    (root / "memory" / "2027-01-02.md").write_text(
+        "# Quota\n\nquota quota broker zebracornx\n", encoding="utf-8"
+    )
+    indexer.sync()
+    read.clear()
+    after = top(["quota", "broker"])
+    assert read == [("quota", "broker")], "a write moved the postings on: read again"
+    assert after != first and top(["zebracornx"]), "and the new statistics and chunk count"
 
 
 def test_a_front_matter_edit_alone_changes_what_a_filter_allows(team_workspace: Path) -> None:

@@ -36,7 +36,7 @@ from mnemo.index.pg_filters import AllowedMemo
 from mnemo.index.pg_reader import PgReader
 from mnemo.index.pg_store import PgStore
 from mnemo.index.pg_sync import StatCache, cache_path
-from mnemo.index.pg_terms import PostingsMemo
+from mnemo.index.pg_terms import PostingsMemo, WeightsMemo
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
 from mnemo.workspace.layout import MemoryFile, Workspace
 
@@ -100,6 +100,8 @@ class PgIndexer(IdentityMatch):
         """Recently used postings of this process's searches (valid while the generation is unchanged)."""
         self.allowed = AllowedMemo()
         """Recently used search filters' chunk ids (valid while the generation is unchanged)."""
+        self.weights = WeightsMemo()
+        """Recent queries' term statistics (valid while the generation's postings are unchanged)."""
         self.swap_lock = threading.RLock()
         self.opened = threading.Event()
 
@@ -159,7 +161,7 @@ class PgIndexer(IdentityMatch):
             if live is not None and store is not None and live.id != store.g:
                 with self.swap_lock:
                     self.store = PgStore(store.con, live)
-            yield None if live is None else PgReader(con, live, self.postings, self.allowed)
+            yield None if live is None else PgReader(con, live, self.postings, self.allowed, self.weights)
 
     def close(self) -> None:
         with self.swap_lock:

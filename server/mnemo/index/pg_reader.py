@@ -62,6 +62,7 @@ class PgReader:
         generation: Generation,
         memo: pg_terms.PostingsMemo | None = None,
         allowed: AllowedMemo | None = None,
+        weights: pg_terms.WeightsMemo | None = None,
     ) -> None:
         self.con = con
         self.generation = generation
@@ -71,8 +72,9 @@ class PgReader:
         self._allowed = allowed
         """The process's recently used filters' ids (:class:`mnemo.index.pg_filters.AllowedMemo`)."""
         self._hnsw_set = False
-        self._weights: dict[tuple[str, ...], pg_terms.QueryWeights | None] = {}
-        """Query statistics already read in this snapshot (a search asks twice: top-k, then by id)."""
+        self._weights = pg_terms.SnapshotWeights(generation.id, generation.version, weights)
+        """Query statistics read in this snapshot (a search asks twice: top-k, then by id) or kept by the
+        process at the version it sees."""
 
     @property
     def identity(self) -> IndexIdentity:

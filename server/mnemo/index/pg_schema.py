@@ -198,17 +198,26 @@ class Generation:
     dims: int
     chunker: str
     live: bool
+    version: int = 0
+    """Its postings version when read (moves on with every transaction that changes its postings)."""
 
 
-_GENERATION = "id, namespace, provider, model, dims, chunker, live"
+_GENERATION = "id, namespace, provider, model, dims, chunker, live, version"
 
 
 def _generation(row: tuple[object, ...] | None) -> Generation | None:
     if row is None:
         return None
-    gid, namespace, provider, model, dims, chunker, live = row
+    gid, namespace, provider, model, dims, chunker, live, version = row
     return Generation(
-        int(str(gid)), str(namespace), str(provider), str(model), int(str(dims)), str(chunker), bool(live)
+        int(str(gid)),
+        str(namespace),
+        str(provider),
+        str(model),
+        int(str(dims)),
+        str(chunker),
+        bool(live),
+        int(str(version)),
     )
 
 
