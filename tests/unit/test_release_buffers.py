@@ -173,8 +173,10 @@ def test_a_lean_checkpoint_writes_every_waiting_row_and_sets_the_limit_back(tmp_
     path = tmp_path / "index.duckdb"
     con = _table_with_waiting_rows(path)
     limit = memory_limit(con)
+    con.execute("SET threads = 3")
     duck.lean_checkpoint(con, limit)
     _set_back(limit, memory_limit(con))
+    assert con.execute("SELECT current_setting('threads')").fetchone() == (3,), "threads set back"
     rows = con.execute(
         "SELECT tag, memory_usage_bytes, temporary_storage_bytes FROM duckdb_memory()"
     ).fetchall()
@@ -213,14 +215,21 @@ def test_a_checkpoint_the_lower_limit_cannot_hold_runs_again_under_the_usual_one
     path = tmp_path / "index.duckdb"
     con = _table_with_waiting_rows(path)
     limit = memory_limit(con)
+    (threads,) = con.execute("SELECT current_setting('threads')").fetchone() or (0,)
     proxy = _OutOfMemoryOnce(con)
     duck.lean_checkpoint(proxy, limit)  # type: ignore[arg-type]
     ran = [sql for sql in proxy.statements if not sql.startswith("SELECT")]
-    assert ran[0].startswith("SET memory_limit") and ran[1:] == [
-        "CHECKPOINT",
-        f"SET memory_limit = '{limit}'",
-        "CHECKPOINT",
-    ]
+    assert (
+        ran[0] == "SET threads = 1"
+        and ran[1].startswith("SET memory_limit")
+        and ran[2:]
+        == [
+            "CHECKPOINT",
+            f"SET memory_limit = '{limit}'",
+            "CHECKPOINT",
+            f"SET threads = {threads}",
+        ]
+    )
     _set_back(limit, memory_limit(con))
     rows = con.execute("SELECT tag, memory_usage_bytes FROM duckdb_memory()").fetchall()
     assert dict(rows).get("IN_MEMORY_TABLE", 0) == 0
