@@ -85,3 +85,7 @@ def test_nothing_to_rank_returns_nothing() -> None:
     assert [len(a) for a in best_of_terms([empty], 0, 10, 5)] == [0, 0]
     one = (np.array([3], np.int32), np.array([1.0]), 2.0)
     assert [a.tolist() for a in best_of_terms([one], 0, 10, 0)] == [[], []]
+
+
+def test_no_place_asked_for_gives_no_position_whatever_the_scores() -> None:
+    assert maxscore.best_positions(np.arange(50), np.ones(50), 0).tolist() == []

@@ -2,7 +2,8 @@
 
 A keyword query's common words ("the", "was", "for") have postings in most chunks but score almost
 nothing: at 100,000 notes a query of six words read 0.6-1.5 million postings, and adding each into an
-array by chunk id was 10-17 ms of a 20 ms search (docs/benchmarks.md, team memory, sixth round). Every
+array by chunk id took 10-17 ms of the slowest searches' 14-24 ms of CPU (docs/benchmarks.md, team
+memory, sixth round at 100,000 notes). Every
 term's contribution is at most its bound (its largest score, ``max(share) * idf``), so once the ``k``-th
 best score of the rarest terms alone exceeds the sum of the other terms' bounds, no chunk that has none
 of the rarest terms can reach the top ``k``: the other terms are looked up (binary search) for the
@@ -99,6 +100,8 @@ def best_in_dense(dense: np.ndarray, k: int) -> np.ndarray:
 
 def best_positions(ids: np.ndarray, totals: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` best ``totals``, best first, ties by ``ids`` (ascending)."""
+    if k <= 0:
+        return np.zeros(0, np.intp)
     if len(totals) > 8 * k:  # many below or tied at the cut: every one at the k-th best or above, sorted
         kth = np.partition(totals, len(totals) - k)[len(totals) - k]
         keep = np.flatnonzero(totals >= kth)
