@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from numpy import array as np_array
 
-from mnemo.index import pg_schema, pg_terms, pg_topk
+from mnemo.index import pg_memos, pg_schema, pg_terms, pg_topk
 from mnemo.index.api import KeywordHit
 from mnemo.index.pg_connect import connect
 from mnemo.index.pg_store import PgStore
@@ -283,7 +283,7 @@ def test_given_ids_are_scored_from_held_postings_as_sql_scores_them(
     rng = random.Random(9)
     with store.transaction():
         store.insert_chunks(_rows(rng, 200, (5, 40), 0), None)
-    memo = pg_terms.PostingsMemo()
+    memo = pg_memos.PostingsMemo()
     terms = [*VOCABULARY[:3], "zzunknown"]
     ids = [r[0] for r in store.con.execute("SELECT id FROM mnemo.chunks WHERE g = %s ORDER BY id", [store.g])]
     some = [*ids[::3], max(ids) + 7]  # and an id with no chunk
@@ -328,7 +328,7 @@ def test_a_query_whose_common_words_are_held_is_scanned_not_pruned(
     with store.transaction():
         store.insert_chunks(_rows(rng, 300, (5, 40), 0), None)
     _small_reads(monkeypatch)  # every query would be pruned
-    memo = pg_terms.PostingsMemo()
+    memo = pg_memos.PostingsMemo()
     common, rare = VOCABULARY[:3], VOCABULARY[150]
     assert _df(store, rare) < 20 and _df(store, common[0]) > 100
     pruned_calls: list[int] = []
@@ -361,3 +361,38 @@ def test_a_query_whose_common_words_are_held_is_scanned_not_pruned(
     weights = pg_terms.query_weights(store.con, store.g, [rare])
     assert weights is not None
     assert memo.get((store.g, next(iter(weights.idf))), weights.version) is not None, "the rare list held"
+
+
+def test_the_best_by_common_words_are_kept_and_the_answer_is_every_postings(
+    store: PgStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Words with more than ``COMMON_PAST`` postings are not added up for each search: the best chunks by
+    a query's common words alone are kept until a write, and queries with other rare words are scored
+    around them, with the same top as scoring every posting."""
+    rng = random.Random(21)
+    with store.transaction():
+        store.insert_chunks(_rows(rng, 400, (5, 40), 0), None)
+    monkeypatch.setattr(pg_terms, "COMMON_PAST", 60)  # the Zipf head of this corpus is "common"
+    built: list[int] = []
+    real_of = pg_terms.CommonTop.of
+
+    def counting(*args: object) -> object:
+        built.append(1)
+        return real_of(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg_terms.CommonTop, "of", counting)
+    memo = pg_memos.PostingsMemo()
+    common = VOCABULARY[:3]
+    assert min(_df(store, word) for word in common) > 60
+    queries = [[*common, VOCABULARY[rare]] for rare in (40, 90, 150, 220)] + [common]
+    for query in queries:
+        found = pg_terms.search(store.con, store.g, query, limit=10, memo=memo)
+        full = sorted(_full(store.con, store.g, query).items(), key=lambda item: (-item[1][0], item[0]))[:10]
+        assert [h.chunk_id for h in found] == [cid for cid, _ in full]
+        want = [x for _, pair in full for x in pair]
+        assert [x for h in found for x in (h.bm25, h.covered)] == pytest.approx(want, abs=1e-9)
+    assert built == [1], "the common words' best built once for the five queries"
+    with store.transaction():
+        store.insert_chunks(_rows(rng, 5, (5, 40), 1000), None)
+    pg_terms.search(store.con, store.g, queries[0], limit=10, memo=memo)
+    assert built == [1, 1], "a write moved the version on: built again"

@@ -89,3 +89,66 @@ def test_nothing_to_rank_returns_nothing() -> None:
 
 def test_no_place_asked_for_gives_no_position_whatever_the_scores() -> None:
     assert maxscore.best_positions(np.arange(50), np.ones(50), 0).tolist() == []
+
+
+def _split(terms: list[maxscore.Term]) -> tuple[list[maxscore.Term], list[maxscore.Term]]:
+    common = [t for t in terms if len(t[0]) > 20_000]
+    return [t for t in terms if len(t[0]) <= 20_000], common
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("ties", [False, True])
+def test_around_the_common_words_best_the_answer_is_that_of_every_posting(seed: int, ties: bool) -> None:
+    """Few rare matches (the last places go to chunks with common words only), or many; the same chunks
+    and scores as adding every posting, the kept list built once and used for every k up to its depth."""
+    rng = np.random.default_rng(100 + seed)
+    span = 150_000
+    rare_sizes = [int(rng.integers(3, 40)) for _ in range(2)] if seed % 2 else [int(rng.integers(500, 9000))]
+    terms = _corpus(rng, span, rare_sizes + [int(rng.integers(30_000, 140_000)) for _ in range(3)], ties)
+    rare, common = _split(terms)
+    top = maxscore.CommonTop.of(common, 1000, span, maxscore.depth_for(24))
+    for k in (1, 10, 24):
+        found = maxscore.best_with_common(rare, common, top, 1000, span, k)
+        assert found is not None
+        expected = _every_posting_added(terms, 1000, span, k)
+        assert [int(i) for i in found[0]] == [cid for cid, _ in expected]
+        assert found[1] == pytest.approx([score for _, score in expected], rel=1e-12)
+
+
+def test_a_kept_list_too_short_for_the_places_asked_says_so() -> None:
+    rng = np.random.default_rng(7)
+    span = 100_000
+    terms = _corpus(rng, span, [10, 60_000, 80_000], ties=False)
+    rare, common = _split(terms)
+    short = maxscore.CommonTop.of(common, 1000, span, 5)
+    assert not short.complete
+    assert maxscore.best_with_common(rare, common, short, 1000, span, 24) is None
+    every = maxscore.CommonTop.of(common, 1000, span, 10**6)  # every chunk with a common word
+    assert every.complete
+    found = maxscore.best_with_common(rare, common, every, 1000, span, 24)
+    assert found is not None
+    assert [int(i) for i in found[0]] == [cid for cid, _ in _every_posting_added(terms, 1000, span, 24)]
+
+
+def test_common_words_alone_are_answered_from_the_kept_list() -> None:
+    rng = np.random.default_rng(11)
+    span = 120_000
+    terms = _corpus(rng, span, [50_000, 90_000], ties=True)
+    top = maxscore.CommonTop.of(terms, 1000, span, maxscore.depth_for(24))
+    found = maxscore.best_with_common([], terms, top, 1000, span, 24)
+    assert found is not None
+    assert [int(i) for i in found[0]] == [cid for cid, _ in _every_posting_added(terms, 1000, span, 24)]
+
+
+def test_chunks_best_by_common_words_that_also_have_a_rare_word_count_once_with_it() -> None:
+    rng = np.random.default_rng(5)
+    span = 100_000
+    common = _corpus(rng, span, [60_000, 70_000], ties=False)
+    top = maxscore.CommonTop.of(common, 1000, span, maxscore.depth_for(10))
+    ids = np.sort(top.ids[:6]).astype(np.int32)  # the common words' best chunks have the rare word too
+    rare = [(ids, np.full(len(ids), 0.5), 0.01)]
+    found = maxscore.best_with_common(rare, common, top, 1000, span, 10)
+    assert found is not None
+    expected = _every_posting_added([*rare, *common], 1000, span, 10)
+    assert [int(i) for i in found[0]] == [cid for cid, _ in expected]
+    assert len(set(found[0].tolist())) == 10

@@ -17,6 +17,7 @@ chunks, and ``k`` blocks whose best is at least ``v`` hold ``k`` chunks scoring 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -107,3 +108,74 @@ def best_positions(ids: np.ndarray, totals: np.ndarray, k: int) -> np.ndarray:
         keep = np.flatnonzero(totals >= kth)
         return keep[np.lexsort((ids[keep], -totals[keep]))[:k]]
     return np.lexsort((ids, -totals))[:k]
+
+
+COMMON_PAST = 20_000
+"""A term with more postings than this is common (at 100,000 notes: "the", "to", "for", in 40-93% of the
+chunks): its list is not added up for each search; the best chunks by a query's common terms alone are
+kept (:class:`CommonTop`) and its other terms scored around them (:func:`best_with_common`)."""
+DEPTH_PER_PLACE = 4
+"""A :class:`CommonTop` holds this many chunks per place asked for (at least :data:`MIN_DEPTH`): chunks
+that also have one of the query's other terms drop out of it, and ``k`` must be left."""
+MIN_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class CommonTop:
+    """The best chunks by some common terms' scores alone, best first, ties by id."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+    complete: bool
+    """Whether that is every chunk with a posting of those terms."""
+    bound: float
+    """The most those terms can add to any chunk's score (the sum of their largest scores)."""
+
+    @classmethod
+    def of(cls, common: Sequence[Term], lo: int, span: int, depth: int) -> CommonTop:
+        """The best ``depth`` chunks of ``common`` (every id in ``[lo, lo + span)``), every posting added."""
+        dense = np.zeros(span)
+        for ids, shares, weight in common:
+            dense[np.subtract(ids, lo, dtype=np.intp)] += shares * weight
+        top = best_in_dense(dense, depth)
+        bound = sum(float(shares.max()) * weight for ids, shares, weight in common if len(ids))
+        return cls(top + lo, dense[top], len(top) < depth, bound)
+
+
+def depth_for(limit: int) -> int:
+    return max(DEPTH_PER_PLACE * int(limit), MIN_DEPTH)
+
+
+def best_with_common(
+    rare: Sequence[Term], common: Sequence[Term], top: CommonTop, lo: int, span: int, limit: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """What :func:`best_of_terms` returns for ``rare`` and ``common`` together, given ``top``, the best
+    chunks by the ``common`` terms alone: None when ``top`` is too short to tell.
+
+    A chunk without a rare term scores its common terms' sum, so the best of those are the first of
+    ``top`` that have no rare term. Those ``k`` make a lower bound on the ``k``-th best score; a chunk
+    with a rare term is scored (its common terms looked up by binary search) only when its rare terms'
+    score plus the common terms' largest sum could reach that bound."""
+    k = int(limit)
+    if k <= 0:
+        return np.zeros(0, np.int64), np.zeros(0)
+    dense = np.zeros(span) if rare else None
+    if dense is not None:
+        for ids, shares, weight in rare:
+            dense[np.subtract(ids, lo, dtype=np.intp)] += shares * weight
+    alone = np.ones(len(top.ids), bool) if dense is None else dense[top.ids - lo] == 0
+    rest_ids, rest_scores = top.ids[alone][:k], top.scores[alone][:k]
+    if len(rest_ids) < k and not top.complete:
+        return None
+    if dense is None:
+        return rest_ids.astype(np.int64), rest_scores
+    floor = (float(rest_scores[k - 1]) if len(rest_scores) == k else 0.0) - top.bound
+    scored = np.flatnonzero(dense >= floor * (1 - SLACK)) if floor > 0 else np.flatnonzero(dense)
+    scored_ids, totals = scored + lo, dense[scored]
+    for ids, shares, weight in common:
+        at = np.minimum(np.searchsorted(ids, scored_ids), len(ids) - 1)
+        totals += np.where(ids[at] == scored_ids, shares[at] * weight, 0.0)
+    every_id = np.concatenate([scored_ids, rest_ids]).astype(np.int64)
+    every_score = np.concatenate([totals, rest_scores])
+    best = best_positions(every_id, every_score, k)
+    return every_id[best], every_score[best]

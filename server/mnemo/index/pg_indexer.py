@@ -33,10 +33,10 @@ from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen
 from mnemo.index.matching import IdentityMatch
 from mnemo.index.pg_connect import DSN_ENV, ReaderPool, connect
 from mnemo.index.pg_filters import AllowedMemo
+from mnemo.index.pg_memos import PostingsMemo, WeightsMemo
 from mnemo.index.pg_reader import PgReader
 from mnemo.index.pg_store import PgStore
 from mnemo.index.pg_sync import StatCache, cache_path
-from mnemo.index.pg_terms import PostingsMemo, WeightsMemo
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
 from mnemo.workspace.layout import MemoryFile, Workspace
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from mnemo.index import pg_feedback, pg_filters, pg_terms, pg_vectors
+from mnemo.index import pg_feedback, pg_filters, pg_memos, pg_terms, pg_vectors
 from mnemo.index.api import (
     ChunkFilter,
     ChunkRecord,
@@ -60,19 +60,19 @@ class PgReader:
         self,
         con: psycopg.Connection,
         generation: Generation,
-        memo: pg_terms.PostingsMemo | None = None,
+        memo: pg_memos.PostingsMemo | None = None,
         allowed: AllowedMemo | None = None,
-        weights: pg_terms.WeightsMemo | None = None,
+        weights: pg_memos.WeightsMemo | None = None,
     ) -> None:
         self.con = con
         self.generation = generation
         self.g = generation.id
         self._memo = memo
-        """The process's recently used postings (:class:`mnemo.index.pg_terms.PostingsMemo`)."""
+        """The process's recently used postings (:class:`mnemo.index.pg_memos.PostingsMemo`)."""
         self._allowed = allowed
         """The process's recently used filters' ids (:class:`mnemo.index.pg_filters.AllowedMemo`)."""
         self._hnsw_set = False
-        self._weights = pg_terms.SnapshotWeights(generation.id, generation.version, weights)
+        self._weights = pg_memos.SnapshotWeights(generation.id, generation.version, weights)
         """Query statistics read in this snapshot (a search asks twice: top-k, then by id) or kept by the
         process at the version it sees."""
 

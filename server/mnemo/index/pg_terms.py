@@ -18,19 +18,18 @@ A query is scored set-wise, OR over its terms, with k1 = 1.2 and b = 0.75, retur
 
 from __future__ import annotations
 
-import threading
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
 
 import numpy as np
 import psycopg
 
 from mnemo.index.api import KeywordHit
 from mnemo.index.fts import K1, B, bm25_idf
-from mnemo.index.maxscore import best_of_terms
+from mnemo.index.maxscore import COMMON_PAST, CommonTop, best_of_terms, best_with_common, depth_for
 from mnemo.index.pg_arrays import array_cursor
+from mnemo.index.pg_memos import CommonTops, Postings, PostingsMemo, SnapshotWeights
 from mnemo.index.pg_schema import SCHEMA
 from mnemo.index.pg_topk import score_ids, top_k
 from mnemo.index.postings import best_first, best_of_dense
@@ -145,94 +144,6 @@ SQL_SCORED_IDS = 2_000
 """``only_ids`` up to this many are scored in SQL (their postings by key); more, like a top-k, in NumPy."""
 
 
-Postings = tuple[np.ndarray, np.ndarray]
-"""A term's chunk ids (ascending; int32 while they fit) and each posting's BM25 share before IDF
-(``tf*(k1+1) / (tf + k1*(1-b+b*len/avgdl))``, at the generation's average length for the version it
-was read at)."""
-
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class VersionedMemo(Generic[K, V]):
-    """A process's recently used values by key, each valid for the version it was read at (a
-    generation's postings version: any write moves it on); a value of another version is a miss and is
-    replaced. At most ``capacity`` in all, measured by ``size``, the least recently used dropped first;
-    a value over half the capacity is not kept (it would push out everything else)."""
-
-    def __init__(self, capacity: int, size: Callable[[V], int]) -> None:
-        self.capacity = capacity
-        self._size_of = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[K, tuple[int, V]] = OrderedDict()
-        self._size = 0
-
-    def get(self, key: K, version: int) -> V | None:
-        with self._lock:
-            found = self._items.get(key)
-            if found is None or found[0] != version:
-                return None
-            self._items.move_to_end(key)
-            return found[1]
-
-    def put(self, key: K, version: int, value: V) -> None:
-        size = self._size_of(value)
-        if size > self.capacity // 2:
-            return
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._size -= self._size_of(old[1])
-            self._items[key] = (version, value)
-            self._size += size
-            while self._size > self.capacity and self._items:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self._size -= self._size_of(dropped)
-
-
-class PostingsMemo(VersionedMemo[tuple[int, str], Postings]):
-    """Recently used postings by (generation, term). Searches share most of their words ("the", a
-    project's name), and a common word's postings run to tens of thousands of rows: kept here, a
-    repeated word costs nothing until a write changes the generation's postings. At most ``capacity``
-    bytes (12 a posting while chunk ids fit in 32 bits: 128 MB hold 11 million). The 100 benchmark
-    queries at 100,000 notes use 9.1 million postings; at 16 bytes a posting the 8 million that fitted
-    were read again on every pass, least recently used first (docs/benchmarks.md, team memory)."""
-
-    def __init__(self, capacity: int = 128 << 20) -> None:
-        super().__init__(capacity, lambda postings: postings[0].nbytes + postings[1].nbytes)
-
-
-class WeightsMemo(VersionedMemo[tuple[int, tuple[str, ...]], tuple[QueryWeights | None]]):
-    """Recent queries' statistics (:func:`query_weights`) by (generation, query terms), each valid at
-    the postings version it was read at: searches repeat their queries, and reading a query's terms' df
-    was a round trip of ~0.7 ms a search at 100,000 notes."""
-
-    def __init__(self, capacity: int = 256) -> None:
-        super().__init__(capacity, lambda _: 1)
-
-
-class SnapshotWeights:
-    """The query statistics one snapshot has: those it read, and those the process kept (``memo``) at
-    the version the snapshot sees."""
-
-    def __init__(self, generation: int, version: int, memo: WeightsMemo | None = None) -> None:
-        self.generation, self.version, self.memo = generation, version, memo
-        self._read: dict[tuple[str, ...], QueryWeights | None] = {}
-
-    def get(self, key: tuple[str, ...]) -> tuple[QueryWeights | None] | None:
-        """``(weights,)`` when known (weights None: no chunk has the query's terms), else None."""
-        if key in self._read:
-            return (self._read[key],)
-        return None if self.memo is None else self.memo.get((self.generation, key), self.version)
-
-    def put(self, key: tuple[str, ...], weights: QueryWeights | None) -> None:
-        self._read[key] = weights
-        version = self.version if weights is None else weights.version
-        if self.memo is not None and version == self.version:
-            self.memo.put((self.generation, key), version, (weights,))
-
-
 def _postings(
     con: psycopg.Connection,
     generation: int,
@@ -315,11 +226,39 @@ def _read_postings(
     return out
 
 
+def _best(
+    weights: QueryWeights,
+    postings: dict[str, Postings],
+    lo: int,
+    span: int,
+    limit: int,
+    tops: tuple[int, CommonTops] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``limit`` chunks of every posting given: around the best chunks by the query's common
+    terms alone, kept in ``tops`` (generation, memo) at this version, when it has any; else by
+    :func:`mnemo.index.maxscore.best_of_terms`."""
+    terms = {t: (postings[t][0], postings[t][1], idf) for t, idf in weights.idf.items() if t in postings}
+    common = sorted(t for t, term in terms.items() if len(term[0]) > COMMON_PAST)
+    if tops is not None and common:
+        generation, memo = tops
+        depth = depth_for(limit)
+        top = memo.get((generation, tuple(common)), weights.version)
+        if top is None or (len(top.ids) < depth and not top.complete):
+            top = CommonTop.of([terms[t] for t in common], lo, span, depth)
+            memo.put((generation, tuple(common)), weights.version, top)
+        rare = [term for t, term in terms.items() if t not in common and len(term[0])]
+        found = best_with_common(rare, [terms[t] for t in common], top, lo, span, limit)
+        if found is not None:
+            return found
+    return best_of_terms(list(terms.values()), lo, span, limit)
+
+
 def _score(
     weights: QueryWeights,
     postings: dict[str, Postings],
     limit: int,
     only_ids: Sequence[int] | None,
+    tops: tuple[int, CommonTops] | None = None,
 ) -> list[tuple[int, float, float]]:
     """BM25 of every chunk in ``postings`` as :class:`mnemo.index.postings.PostingsCache` computes it.
     A generation's chunk ids are dense: each term's shares are added into an array indexed by chunk id (a
@@ -337,10 +276,8 @@ def _score(
         scores = np.bincount(inverse, weights=np.concatenate([p[1] * idf for p, idf in parts]))
         order = best_first(unique, scores, limit, only_ids)
         chosen, chosen_scores = unique[order], scores[order]
-    elif only_ids is None:  # the rarest terms added in full, the common ones looked up
-        chosen, chosen_scores = best_of_terms(
-            [(ids, share, idf) for (ids, share), idf in parts], lo, span, limit
-        )
+    elif only_ids is None:
+        chosen, chosen_scores = _best(weights, postings, lo, span, limit, tops)
     else:
         dense = np.zeros(span)
         for (ids, share), idf in parts:
@@ -399,5 +336,6 @@ def search(
     elif only_ids is not None and len(only_ids) <= SQL_SCORED_IDS:
         scored = _score_given(con, generation, weights, held, only_ids)
     else:
-        scored = _score(weights, _postings(con, generation, weights, memo, held), limit, only_ids)
+        tops = None if memo is None else (generation, memo.tops)
+        scored = _score(weights, _postings(con, generation, weights, memo, held), limit, only_ids, tops)
     return [KeywordHit(cid, bm25, covered, weights.total) for cid, bm25, covered in scored]
