@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
+from collections.abc import Callable
 from datetime import date, timedelta
 from typing import Any
 
@@ -265,6 +267,59 @@ def test_mmr_asks_each_pairs_similarity_once_and_orders_as_before() -> None:
     assert order == ranking.mmr_order(relevance, tokens, 0.7, 6)  # the default: plain Jaccard
     assert len(asked) == len(set(asked)) <= 24 * 6
     assert len(set(order)) == 6 and order[0] == 0
+
+
+def _mmr_taken_again_each_round(
+    relevance: list[float],
+    lam: float,
+    k: int,
+    ages: list[float | None],
+    similarity: Callable[[int, int], float],
+) -> list[int]:
+    """MMR as first written: each round, each item's overlap is the max over every chosen item."""
+
+    def newer(i: int, j: int) -> bool:
+        a, b = ages[i], ages[j]
+        return a is not None and b is not None and a < b
+
+    remaining, chosen = list(range(len(relevance))), []
+    while remaining and len(chosen) < k:
+        best, best_value = remaining[0], -math.inf
+        for i in remaining:
+            overlap = max((similarity(i, j) for j in chosen if not newer(i, j)), default=0.0)
+            value = lam * relevance[i] - (1 - lam) * overlap
+            if value > best_value:
+                best, best_value = i, value
+        updates = [
+            i
+            for i in remaining
+            if newer(i, best)
+            and relevance[i] >= ranking.SUPERSEDER_RELEVANCE * relevance[best]
+            and similarity(best, i) >= ranking.NEAR_DUPLICATE
+        ]
+        if updates:
+            best = min(updates, key=lambda i: (ages[i], -relevance[i]))  # type: ignore[arg-type, return-value]
+        chosen.append(best)
+        remaining.remove(best)
+    return chosen
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mmr_kept_up_to_date_orders_as_mmr_taken_again_each_round(seed: int) -> None:
+    """The overlaps are brought up to date at each pick: the same order as taking the max over every
+    chosen item each round, with ages, undated items, ties and (for any similarity given) negative values."""
+    rng = random.Random(seed)
+    n = rng.randint(0, 30)
+    relevance = [round(rng.random(), 1) for _ in range(n)]
+    ages: list[float | None] = [None if rng.random() < 0.2 else float(rng.randint(0, 5)) for _ in range(n)]
+    table = {(i, j): round(rng.uniform(-0.2, 1.0), 1) for i in range(n) for j in range(n)}
+
+    def similarity(i: int, j: int) -> float:
+        return table[i, j]
+
+    for k in (1, 3, 8, 40):
+        expected = _mmr_taken_again_each_round(relevance, 0.7, k, ages, similarity)
+        assert ranking.mmr_order(relevance, [frozenset()] * n, 0.7, k, ages, similarity) == expected
 
 
 def test_mmr_keeps_the_newer_of_near_duplicates() -> None:

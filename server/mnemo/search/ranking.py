@@ -149,11 +149,13 @@ def mmr_order(
         a, b = ages[i], ages[j]
         return a is not None and b is not None and a < b
 
+    # Each item's greatest similarity to a chosen one it may be penalised for (None: none yet, 0.0),
+    # brought up to date as each pick is made instead of taken again over every chosen item each round.
+    overlap: list[float | None] = [None] * len(relevance)
     while remaining and len(chosen) < k:
         best, best_value = remaining[0], -math.inf
         for i in remaining:
-            overlap = max((similarity(i, j) for j in chosen if not newer(i, j)), default=0.0)
-            value = lam * relevance[i] - (1 - lam) * overlap
+            value = lam * relevance[i] - (1 - lam) * (overlap[i] or 0.0)
             if value > best_value:
                 best, best_value = i, value
         if ages is not None:
@@ -168,6 +170,10 @@ def mmr_order(
                 best = min(updates, key=lambda i: (ages[i], -relevance[i]))
         chosen.append(best)
         remaining.remove(best)
+        for i in remaining:
+            if not newer(i, best):
+                seen, now = overlap[i], similarity(i, best)
+                overlap[i] = now if seen is None or now > seen else seen
     return chosen
 
 
