@@ -1,7 +1,8 @@
 """Filtered searches on the PostgreSQL engine (mnemo.index.pg_filters): a filter's ids are kept per
 process until the generation changes (a front-matter edit included), and a nearest-neighbour search over
 many of them filters inside the HNSW scan, finding what the exact search by id finds. A query's term
-statistics are kept the same way, until a write changes the postings."""
+statistics are kept the same way, until a write changes the postings; the candidates' vectors come with
+their rows."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 
 from mnemo.config import ChunkingSettings, IndexSettings
@@ -152,6 +154,37 @@ def test_a_querys_term_statistics_are_read_once_until_a_write(
     after = top(["quota", "broker"])
     assert read == [("quota", "broker")], "a write moved the postings on: read again"
     assert after != first and top(["zebracornx"]), "and the new statistics and chunk count"
+
+
+def test_the_candidates_vectors_come_with_their_rows_in_one_round_trip(
+    indexer: PgIndexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with indexer.reading() as reader:
+        assert reader is not None
+        rows = reader.con.execute("SELECT id FROM mnemo.chunks WHERE g = %s ORDER BY id LIMIT 12", [reader.g])
+        ids = [int(row[0]) for row in rows]
+        separately = reader.vectors(ids)  # nothing read with rows yet: its own query
+    assert len(separately) == len(ids)
+    statements: list[str] = []
+    real = psycopg.Cursor.execute
+
+    def counted(self: psycopg.Cursor[object], query: object, *rest: object, **kw: object) -> object:
+        statements.append(str(query))
+        return real(self, query, *rest, **kw)  # type: ignore[arg-type]
+
+    with indexer.reading() as reader:
+        assert reader is not None
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        records = reader.records(ids)
+        assert len(statements) == 1 and all(record.embedding is None for record in records.values())
+        vectors = reader.vectors(ids[::2])
+        assert len(statements) == 1, "the vectors came with the rows"
+        reader.vectors([*ids[:2], max(ids) + 1000])  # one not read with the rows: asked for
+        assert len(statements) == 2
+        monkeypatch.undo()
+    assert set(vectors) == set(ids[::2])
+    for cid, vector in vectors.items():
+        assert np.array_equal(vector, separately[cid])
 
 
 def test_a_front_matter_edit_alone_changes_what_a_filter_allows(team_workspace: Path) -> None:

@@ -72,6 +72,8 @@ class PgReader:
         self._allowed = allowed
         """The process's recently used filters' ids (:class:`mnemo.index.pg_filters.AllowedMemo`)."""
         self._hnsw_set = False
+        self._read_vectors: dict[int, np.ndarray | None] = {}
+        """Vectors read with the records in this snapshot (None: the chunk has none yet)."""
         self._weights = pg_memos.SnapshotWeights(generation.id, generation.version, weights)
         """Query statistics read in this snapshot (a search asks twice: top-k, then by id) or kept by the
         process at the version it sees."""
@@ -120,22 +122,35 @@ class PgReader:
 
     # -- chunks by id --------------------------------------------------------------------------------------
     def records(self, ids: Sequence[int], *, with_vectors: bool = False) -> dict[int, ChunkRecord]:
+        """The chunks' rows, their vectors read in the same round trip (in binary) and kept for this
+        snapshot: a search asks for the vectors of some of the same chunks next (:meth:`vectors`)."""
         if not ids:
             return {}
-        vectors = with_vectors and self._with_vectors
-        select = _RECORD + (", embedding" if vectors else "")
-        rows = self.con.execute(
-            f"SELECT {select} FROM {SCHEMA}.chunks WHERE g = %s AND id = ANY(%s)", [self.g, list(ids)]
-        ).fetchall()
+        select = _RECORD + (", embedding" if self._with_vectors else "")
+        rows = (
+            self.con.cursor(binary=True)
+            .execute(
+                f"SELECT {select} FROM {SCHEMA}.chunks WHERE g = %s AND id = ANY(%s)", [self.g, list(ids)]
+            )
+            .fetchall()
+        )
         out = {}
         for row in rows:
-            record = _record(row, row[10] if vectors else None)
+            vector = (
+                np.asarray(row[10], dtype=np.float32) if self._with_vectors and row[10] is not None else None
+            )
+            record = _record(row, vector if with_vectors else None)
             out[record.id] = record
+            if self._with_vectors:
+                self._read_vectors[record.id] = vector
         return out
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         if not ids or not self._with_vectors:
             return {}
+        read = self._read_vectors
+        if all(cid in read for cid in ids):  # with the records, in this snapshot
+            return {int(cid): vector for cid in ids if (vector := read[cid]) is not None}
         # In binary: a vector arrives as 4-byte floats, not text to parse (~80 us a vector in Python).
         rows = (
             self.con.cursor(binary=True)
