@@ -187,6 +187,37 @@ def test_the_candidates_vectors_come_with_their_rows_in_one_round_trip(
         assert np.array_equal(vector, separately[cid])
 
 
+def test_a_snapshot_begins_with_the_hnsw_settings_and_a_wider_search_sets_its_own(
+    indexer: PgIndexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    query = np.asarray(indexer.embedder.embed(["deploy billing ledger rollout"])[0], dtype=np.float32)
+    statements: list[str] = []
+    real = psycopg.Cursor.execute
+
+    def counted(self: psycopg.Cursor[object], sql: object, *rest: object, **kw: object) -> object:
+        statements.append(str(sql))
+        return real(self, sql, *rest, **kw)  # type: ignore[arg-type]
+
+    with indexer.reading() as reader:
+        assert reader is not None
+        settings = reader.con.execute(
+            "SELECT current_setting('hnsw.iterative_scan'), current_setting('hnsw.ef_search')"
+        )
+        assert settings.fetchone() == ("relaxed_order", str(pg_reader.HNSW_EF_SEARCH))
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        assert len(reader.nearest(query, 10)) == 10
+        assert not [sql for sql in statements if "set_config" in sql], "no round trip to set them"
+        wide = pg_reader.HNSW_EF_SEARCH + 20
+        assert len(reader.nearest(query, wide)) == min(wide, reader.counts().chunks)
+        assert [sql for sql in statements if "set_config" in sql], "a wider search sets its own breadth"
+        monkeypatch.undo()
+        assert reader.con.execute("SELECT current_setting('hnsw.ef_search')").fetchone() == (str(wide),)
+    with indexer.readers.snapshot() as con:  # SET LOCAL: nothing left over from the last snapshot
+        assert con.execute("SELECT current_setting('hnsw.ef_search')").fetchone() == (
+            str(pg_reader.HNSW_EF_SEARCH),
+        )
+
+
 def test_a_front_matter_edit_alone_changes_what_a_filter_allows(team_workspace: Path) -> None:
     """Front matter is not chunked: changing only the tags changes no posting, yet a tag filter must
     follow at once (the processes' kept ids are dropped when the front matter changes)."""

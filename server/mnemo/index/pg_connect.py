@@ -76,8 +76,12 @@ class _VectorBinary(Loader):
 class ReaderPool:
     """Reader connections, each handed out for one consistent snapshot."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, settings: str = "") -> None:
         self._dsn = dsn
+        self._begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" + (
+            f"; {settings}" if settings else ""
+        )
+        """``BEGIN``, and ``settings`` (``SET LOCAL`` statements) in the same round trip."""
         self._idle: list[psycopg.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -90,7 +94,7 @@ class ReaderPool:
         if con is None or con.closed:
             con = connect(self._dsn)
         try:
-            con.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            con.execute(self._begin)
             yield con
         finally:
             with contextlib.suppress(psycopg.Error):

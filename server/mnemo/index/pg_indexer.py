@@ -34,7 +34,7 @@ from mnemo.index.matching import IdentityMatch
 from mnemo.index.pg_connect import DSN_ENV, ReaderPool, connect
 from mnemo.index.pg_filters import AllowedMemo
 from mnemo.index.pg_memos import PostingsMemo, WeightsMemo
-from mnemo.index.pg_reader import PgReader
+from mnemo.index.pg_reader import HNSW_EF_SEARCH, SNAPSHOT_SETTINGS, PgReader
 from mnemo.index.pg_store import PgStore
 from mnemo.index.pg_sync import StatCache, cache_path
 from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
@@ -95,7 +95,7 @@ class PgIndexer(IdentityMatch):
         self._vacuumed_at = -math.inf
         """When a sync last vacuumed the postings (:meth:`_keep_visible`; ``time.monotonic``)."""
         self._schema_lock = threading.Lock()
-        self.readers = ReaderPool(dsn)
+        self.readers = ReaderPool(dsn, SNAPSHOT_SETTINGS)
         self.postings = PostingsMemo()
         """Recently used postings of this process's searches (valid while the generation is unchanged)."""
         self.allowed = AllowedMemo()
@@ -161,7 +161,11 @@ class PgIndexer(IdentityMatch):
             if live is not None and store is not None and live.id != store.g:
                 with self.swap_lock:
                     self.store = PgStore(store.con, live)
-            yield None if live is None else PgReader(con, live, self.postings, self.allowed, self.weights)
+            yield (
+                None
+                if live is None
+                else PgReader(con, live, self.postings, self.allowed, self.weights, HNSW_EF_SEARCH)
+            )
 
     def close(self) -> None:
         with self.swap_lock:
@@ -170,7 +174,7 @@ class PgIndexer(IdentityMatch):
                 with contextlib.suppress(psycopg.Error):
                     con.close()
         self.readers.close()
-        self.readers = ReaderPool(self._dsn)
+        self.readers = ReaderPool(self._dsn, SNAPSHOT_SETTINGS)
 
     def checkpoint(self) -> None:
         """Nothing to do: PostgreSQL writes its own checkpoints."""

@@ -41,6 +41,11 @@ EXACT_FILTERED, FILTERED_SHARE = 1_000, 0.02
 the chunks, are searched exactly by id; more are found by the HNSW scan with the filter's condition (an
 iterative scan reads about ``limit / share`` neighbours to find ``limit`` that pass)."""
 HNSW_EF_SEARCH = 100
+SNAPSHOT_SETTINGS = (
+    f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}"
+)
+"""What a reader's snapshot sets as it begins (with ``BEGIN``, no round trip of its own): HNSW scans that
+go on until ``limit`` rows pass a filter, at least :data:`HNSW_EF_SEARCH` candidates."""
 _RECORD = "id, key, path, source, kind, day, start_line, end_line, heading, text"
 
 
@@ -63,6 +68,7 @@ class PgReader:
         memo: pg_memos.PostingsMemo | None = None,
         allowed: AllowedMemo | None = None,
         weights: pg_memos.WeightsMemo | None = None,
+        hnsw_ef: int = 0,
     ) -> None:
         self.con = con
         self.generation = generation
@@ -71,7 +77,8 @@ class PgReader:
         """The process's recently used postings (:class:`mnemo.index.pg_memos.PostingsMemo`)."""
         self._allowed = allowed
         """The process's recently used filters' ids (:class:`mnemo.index.pg_filters.AllowedMemo`)."""
-        self._hnsw_set = False
+        self._hnsw_ef = hnsw_ef
+        """The HNSW search breadth this snapshot has set (0: none: :data:`SNAPSHOT_SETTINGS` not run)."""
         self._read_vectors: dict[int, np.ndarray | None] = {}
         """Vectors read with the records in this snapshot (None: the chunk has none yet)."""
         self._weights = pg_memos.SnapshotWeights(generation.id, generation.version, weights)
@@ -215,13 +222,14 @@ class PgReader:
             ).fetchall()
             return [VectorHit(int(cid), float(d)) for cid, d in rows]
         expr = vector_expression(self.generation.dims)
-        if not self._hnsw_set:  # once per snapshot (one round trip)
+        breadth = max(HNSW_EF_SEARCH, int(limit))
+        if self._hnsw_ef < breadth:  # not set as the snapshot began (or for fewer rows): a round trip
             self.con.execute(
                 "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
                 "set_config('hnsw.ef_search', %s, true)",
-                [str(max(HNSW_EF_SEARCH, int(limit)))],
+                [str(breadth)],
             )
-            self._hnsw_set = True
+            self._hnsw_ef = breadth
         params: dict[str, object] = {"q": query, "limit": int(limit)}
         join, where = "", ""
         if isinstance(within, FilteredIds) and filtered:  # the filter itself, inside the scan
