@@ -156,6 +156,19 @@ def test_a_querys_term_statistics_are_read_once_until_a_write(
     assert after != first and top(["zebracornx"]), "and the new statistics and chunk count"
 
 
+def _counting_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement run from now on (until ``monkeypatch.undo()``), in order."""
+    statements: list[str] = []
+    real = psycopg.Cursor.execute
+
+    def counted(self: psycopg.Cursor[object], sql: object, *rest: object, **kw: object) -> object:
+        statements.append(str(sql))
+        return real(self, sql, *rest, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    return statements
+
+
 def test_the_candidates_vectors_come_with_their_rows_in_one_round_trip(
     indexer: PgIndexer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -165,16 +178,9 @@ def test_the_candidates_vectors_come_with_their_rows_in_one_round_trip(
         ids = [int(row[0]) for row in rows]
         separately = reader.vectors(ids)  # nothing read with rows yet: its own query
     assert len(separately) == len(ids)
-    statements: list[str] = []
-    real = psycopg.Cursor.execute
-
-    def counted(self: psycopg.Cursor[object], query: object, *rest: object, **kw: object) -> object:
-        statements.append(str(query))
-        return real(self, query, *rest, **kw)  # type: ignore[arg-type]
-
     with indexer.reading() as reader:
         assert reader is not None
-        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        statements = _counting_statements(monkeypatch)
         records = reader.records(ids)
         assert len(statements) == 1 and all(record.embedding is None for record in records.values())
         vectors = reader.vectors(ids[::2])
@@ -191,20 +197,13 @@ def test_a_snapshot_begins_with_the_hnsw_settings_and_a_wider_search_sets_its_ow
     indexer: PgIndexer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     query = np.asarray(indexer.embedder.embed(["deploy billing ledger rollout"])[0], dtype=np.float32)
-    statements: list[str] = []
-    real = psycopg.Cursor.execute
-
-    def counted(self: psycopg.Cursor[object], sql: object, *rest: object, **kw: object) -> object:
-        statements.append(str(sql))
-        return real(self, sql, *rest, **kw)  # type: ignore[arg-type]
-
     with indexer.reading() as reader:
         assert reader is not None
         settings = reader.con.execute(
             "SELECT current_setting('hnsw.iterative_scan'), current_setting('hnsw.ef_search')"
         )
         assert settings.fetchone() == ("relaxed_order", str(pg_reader.HNSW_EF_SEARCH))
-        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        statements = _counting_statements(monkeypatch)
         assert len(reader.nearest(query, 10)) == 10
         assert not [sql for sql in statements if "set_config" in sql], "no round trip to set them"
         wide = pg_reader.HNSW_EF_SEARCH + 20

@@ -115,6 +115,13 @@ def test_around_the_common_words_best_the_answer_is_that_of_every_posting(seed: 
         assert found[1] == pytest.approx([score for _, score in expected], rel=1e-12)
 
 
+def _same_as_every_posting(
+    found: tuple[np.ndarray, np.ndarray] | None, terms: list[maxscore.Term], span: int, k: int
+) -> None:
+    assert found is not None
+    assert [int(i) for i in found[0]] == [cid for cid, _ in _every_posting_added(terms, 1000, span, k)]
+
+
 def test_a_kept_list_too_short_for_the_places_asked_says_so() -> None:
     rng = np.random.default_rng(7)
     span = 100_000
@@ -126,8 +133,7 @@ def test_a_kept_list_too_short_for_the_places_asked_says_so() -> None:
     every = maxscore.CommonTop.of(common, 1000, span, 10**6)  # every chunk with a common word
     assert every.complete
     found = maxscore.best_with_common(rare, common, every, 1000, span, 24)
-    assert found is not None
-    assert [int(i) for i in found[0]] == [cid for cid, _ in _every_posting_added(terms, 1000, span, 24)]
+    _same_as_every_posting(found, terms, span, 24)
 
 
 def test_common_words_alone_are_answered_from_the_kept_list() -> None:
@@ -136,8 +142,7 @@ def test_common_words_alone_are_answered_from_the_kept_list() -> None:
     terms = _corpus(rng, span, [50_000, 90_000], ties=True)
     top = maxscore.CommonTop.of(terms, 1000, span, maxscore.depth_for(24))
     found = maxscore.best_with_common([], terms, top, 1000, span, 24)
-    assert found is not None
-    assert [int(i) for i in found[0]] == [cid for cid, _ in _every_posting_added(terms, 1000, span, 24)]
+    _same_as_every_posting(found, terms, span, 24)
 
 
 def test_chunks_best_by_common_words_that_also_have_a_rare_word_count_once_with_it() -> None:
