@@ -46,6 +46,26 @@ def kth_block_best(dense: np.ndarray, k: int) -> float:
     return float(np.partition(best, len(best) - k)[len(best) - k])
 
 
+def add_into(dense: np.ndarray, term: Term, lo: int) -> None:
+    """``term``'s score of each of its chunks added into ``dense`` (indexed by chunk id - ``lo``)."""
+    ids, shares, weight = term
+    dense[np.subtract(ids, lo, dtype=np.intp)] += shares * weight
+
+
+def found_in(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``wanted``, its position in ``ids`` (ascending) and whether it is there (binary
+    search; the position is in range either way)."""
+    at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+    return at, ids[at] == wanted
+
+
+def scores_at(term: Term, wanted: np.ndarray) -> np.ndarray:
+    """``term``'s score of each of ``wanted`` (0 where it has no posting)."""
+    ids, shares, weight = term
+    at, found = found_in(ids, wanted)
+    return np.where(found, shares[at] * weight, 0.0)
+
+
 def best_of_terms(terms: Sequence[Term], lo: int, span: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``limit`` best chunk ids by the sum of ``terms``' scores, best first, ties by id, with their
     scores. Every id lies in ``[lo, lo + span)``."""
@@ -61,14 +81,12 @@ def best_of_terms(terms: Sequence[Term], lo: int, span: int, limit: int) -> tupl
     candidates: np.ndarray | None = None
     added = 0
     for done, i in enumerate(rarest_first, start=1):
-        ids, shares, weight = terms[i]
-        dense[np.subtract(ids, lo, dtype=np.intp)] += shares * weight
+        add_into(dense, terms[i], lo)
         rest_bound -= bounds[i]
-        rest_postings -= len(ids)
-        if done == len(terms) or rest_postings < CHECK_PAST or len(ids) + added < k:
-            added += len(ids)  # (fewer than k chunks so far: the k-th best is 0)
+        rest_postings -= len(terms[i][0])
+        added += len(terms[i][0])
+        if done == len(terms) or rest_postings < CHECK_PAST or added < k:  # (fewer than k: k-th best 0)
             continue
-        added += len(ids)
         floor = kth_block_best(dense, k) - rest_bound  # what a chunk's score so far must reach
         if floor <= 0:
             continue
@@ -82,9 +100,7 @@ def best_of_terms(terms: Sequence[Term], lo: int, span: int, limit: int) -> tupl
     totals = dense[candidates]
     chosen = candidates + lo
     for i in rarest_first[done:]:
-        ids, shares, weight = terms[i]
-        at = np.minimum(np.searchsorted(ids, chosen), len(ids) - 1)
-        totals += np.where(ids[at] == chosen, shares[at] * weight, 0.0)
+        totals += scores_at(terms[i], chosen)
     top = best_positions(chosen, totals, k)
     return chosen[top].astype(np.int64), totals[top]
 
@@ -93,6 +109,8 @@ def best_in_dense(dense: np.ndarray, k: int) -> np.ndarray:
     """The positions of the ``k`` best values of ``dense`` (> 0), best first, ties by position: those
     over the ``k``-th best's lower bound, then sorted. (NumPy's partition of a whole array mostly of zeros
     took 30-75 ms at 357,000 chunks: its selection degrades on many equal values.)"""
+    if k <= 0:
+        return np.zeros(0, np.intp)
     whole = len(dense) // BLOCK * BLOCK
     floor = kth_block_best(dense[:whole], k) if whole else 0.0
     candidates = np.flatnonzero(dense >= floor * (1 - SLACK)) if floor > 0 else np.flatnonzero(dense)
@@ -135,8 +153,8 @@ class CommonTop:
     def of(cls, common: Sequence[Term], lo: int, span: int, depth: int) -> CommonTop:
         """The best ``depth`` chunks of ``common`` (every id in ``[lo, lo + span)``), every posting added."""
         dense = np.zeros(span)
-        for ids, shares, weight in common:
-            dense[np.subtract(ids, lo, dtype=np.intp)] += shares * weight
+        for term in common:
+            add_into(dense, term, lo)
         top = best_in_dense(dense, depth)
         bound = sum(float(shares.max()) * weight for ids, shares, weight in common if len(ids))
         return cls(top + lo, dense[top], len(top) < depth, bound)
@@ -159,22 +177,22 @@ def best_with_common(
     k = int(limit)
     if k <= 0:
         return np.zeros(0, np.int64), np.zeros(0)
-    dense = np.zeros(span) if rare else None
-    if dense is not None:
-        for ids, shares, weight in rare:
-            dense[np.subtract(ids, lo, dtype=np.intp)] += shares * weight
-    alone = np.ones(len(top.ids), bool) if dense is None else dense[top.ids - lo] == 0
+    if not rare:  # common words alone: the kept list is the answer
+        if len(top.ids) < k and not top.complete:
+            return None
+        return top.ids[:k].astype(np.int64), top.scores[:k]
+    dense = np.zeros(span)
+    for term in rare:
+        add_into(dense, term, lo)
+    alone = dense[top.ids - lo] == 0
     rest_ids, rest_scores = top.ids[alone][:k], top.scores[alone][:k]
     if len(rest_ids) < k and not top.complete:
         return None
-    if dense is None:
-        return rest_ids.astype(np.int64), rest_scores
     floor = (float(rest_scores[k - 1]) if len(rest_scores) == k else 0.0) - top.bound
     scored = np.flatnonzero(dense >= floor * (1 - SLACK)) if floor > 0 else np.flatnonzero(dense)
     scored_ids, totals = scored + lo, dense[scored]
-    for ids, shares, weight in common:
-        at = np.minimum(np.searchsorted(ids, scored_ids), len(ids) - 1)
-        totals += np.where(ids[at] == scored_ids, shares[at] * weight, 0.0)
+    for term in common:
+        totals += scores_at(term, scored_ids)
     every_id = np.concatenate([scored_ids, rest_ids]).astype(np.int64)
     every_score = np.concatenate([totals, rest_scores])
     best = best_positions(every_id, every_score, k)

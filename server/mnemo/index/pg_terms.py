@@ -27,7 +27,15 @@ import psycopg
 
 from mnemo.index.api import KeywordHit
 from mnemo.index.fts import K1, B, bm25_idf
-from mnemo.index.maxscore import COMMON_PAST, CommonTop, best_of_terms, best_with_common, depth_for
+from mnemo.index.maxscore import (
+    COMMON_PAST,
+    CommonTop,
+    add_into,
+    best_of_terms,
+    best_with_common,
+    depth_for,
+    found_in,
+)
 from mnemo.index.pg_arrays import array_cursor
 from mnemo.index.pg_memos import CommonTops, Postings, PostingsMemo, SnapshotWeights
 from mnemo.index.pg_schema import SCHEMA
@@ -182,10 +190,9 @@ def _score_given(
     for term, (ids, shares) in held.items():
         idf = weights.idf[term]
         if len(ids):
-            at = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
-            found_at = ids[at] == want
-            scores += np.where(found_at, shares[at] * idf, 0.0)
-            covered += np.where(found_at, idf, 0.0)
+            at, found = found_in(ids, want)
+            scores += np.where(found, shares[at] * idf, 0.0)
+            covered += np.where(found, idf, 0.0)
     if rest:
         position = {cid: i for i, cid in enumerate(want.tolist())}
         for cid, bm25, cov in score_ids(con, generation, rest, weights.avgdl, only_ids):
@@ -281,12 +288,11 @@ def _score(
     else:
         dense = np.zeros(span)
         for (ids, share), idf in parts:
-            dense[np.subtract(ids, lo, dtype=np.intp)] += share * idf
+            add_into(dense, (ids, share, idf), lo)
         chosen, chosen_scores = best_of_dense(dense, lo, limit, only_ids)
     covered = np.zeros(len(chosen))
     for (ids, _), idf in parts:
-        at = np.minimum(np.searchsorted(ids, chosen), len(ids) - 1)
-        covered += np.where(ids[at] == chosen, idf, 0.0)
+        covered += np.where(found_in(ids, chosen)[1], idf, 0.0)
     return [
         (int(cid), float(score), float(cov))
         for cid, score, cov in zip(chosen, chosen_scores, covered, strict=True)

@@ -198,8 +198,6 @@ def best_of_dense(
         wanted = wanted[(wanted >= 0) & (wanted < len(dense))]
         top = wanted[dense[wanted] > 0]
         top = top[np.lexsort((top, -dense[top]))]
-    elif int(limit) <= 0:
-        return np.zeros(0, np.int64), np.zeros(0)
     else:  # every share and every IDF is > 0: a score of 0 is no posting
         top = best_in_dense(dense, int(limit))
     return top + lo, dense[top]
