@@ -22,8 +22,8 @@ import numpy as np
 import psycopg
 
 from mnemo.index.api import MEMORY_FILES, ChunkFilter
-from mnemo.index.pg_memos import VersionedMemo
 from mnemo.index.pg_schema import SCHEMA
+from mnemo.index.versioned_memo import VersionedMemo
 from mnemo.workspace.layout import FileKind
 
 _KIND_SQL = {

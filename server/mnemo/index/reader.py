@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,7 @@ from mnemo.index.api import (
     VectorHit,
 )
 from mnemo.index.feedback import Tally
+from mnemo.index.versioned_memo import VersionedMemo
 from mnemo.workspace.layout import FileKind
 
 _MEMORY = "(" + ", ".join(f"'{name}'" for name in MEMORY_FILES) + ")"
@@ -146,13 +146,14 @@ class CountsMemo:
     IDF reads the ``dict`` table (~2 ms a search at 2,000 notes), and searches repeat their words."""
 
     WEIGHTS_KEPT = 256
-    """Queries whose statistics are kept between two commits (the oldest go first)."""
+    """Queries whose statistics are kept between two commits (the least recently used go first)."""
 
     def __init__(self) -> None:
         self.writes = 0
         self._counts: tuple[int, IndexCounts] | None = None
-        self._weights: tuple[int, dict[tuple[str, ...], fts.QueryWeights | None]] = (0, {})
-        self._lock = threading.Lock()
+        self._weights: VersionedMemo[tuple[str, ...], tuple[fts.QueryWeights | None]] = VersionedMemo(
+            self.WEIGHTS_KEPT, lambda _: 1
+        )
 
     def weights(
         self, terms: tuple[str, ...], read: Callable[[], fts.QueryWeights | None]
@@ -161,19 +162,11 @@ class CountsMemo:
         counts, what ``read()`` returns is never older than the commits counted before it (a commit is
         counted after it is made), and the next commit's number misses."""
         writes = self.writes
-        with self._lock:
-            seen, kept = self._weights
-            if seen == writes and terms in kept:
-                return kept[terms]
+        kept = self._weights.get(terms, writes)
+        if kept is not None:
+            return kept[0]
         found = read()
-        with self._lock:
-            seen, kept = self._weights
-            if seen != writes:
-                kept = {}
-                self._weights = (writes, kept)
-            if len(kept) >= self.WEIGHTS_KEPT:
-                kept.pop(next(iter(kept)))
-            kept[terms] = found
+        self._weights.put(terms, writes, (found,))
         return found
 
     def changed(self) -> None:
