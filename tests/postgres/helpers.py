@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import random
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import date, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from tests.conftest import HashEmbedder
+from mnemo.config import ChunkingSettings, IndexSettings
+from mnemo.index.pg_indexer import PgIndexer
+from mnemo.workspace.layout import Workspace
+from tests.conftest import HashEmbedder, write_files
 
 DIMS = 32
 
@@ -120,3 +126,44 @@ def fresh_database(pg_dsn: str, name: str) -> str:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {name}")
     return pg_dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
+WORDS = ["deploy", "billing", "cache", "staging", "invoice", "garden", "kernel", "rollout", "ledger", "quota",
+         "broker", "shard", "replica"]  # fmt: skip
+
+
+def varied_notes(count: int) -> dict[str, str | bytes]:
+    """``count`` notes of 30 of :data:`WORDS` each: two in three daily, the rest evergreen topics with
+    front-matter dates."""
+    rng = random.Random(5)
+    files: dict[str, str | bytes] = {}
+    first = date(2026, 1, 1)
+    for i in range(count):
+        words = " ".join(rng.choice(WORDS) for _ in range(30))
+        if i % 3:
+            files[f"memory/{first + timedelta(days=i):%Y-%m-%d}.md"] = f"# Day {i}\n\n{words}\n"
+        else:
+            files[f"memory/topic-{i}.md"] = (
+                f"---\ndate: 2025-06-{1 + i % 28:02d}\n---\n# Topic {i}\n\n{words}\n"
+            )
+    return files
+
+
+@contextmanager
+def synced_indexer(root: Path, dsn: str, namespace: str, notes: int = 150) -> Iterator[PgIndexer]:
+    """A PostgreSQL indexer over ``notes`` :func:`varied_notes` written in ``root``, synced (hash
+    vectors, 16 dims); closed afterwards."""
+    write_files(root, varied_notes(notes))
+    built = PgIndexer(
+        Workspace(root, ignore=[".mnemo"]),
+        HashEmbedder(dims=16, model=f"hash@{namespace}"),
+        IndexSettings(),
+        ChunkingSettings(),
+        dsn=dsn,
+        namespace=namespace,
+    )
+    try:
+        built.sync()
+        yield built
+    finally:
+        built.close()

@@ -6,72 +6,26 @@ their rows."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 
 import numpy as np
 import psycopg
 import pytest
 
-from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.index import pg_reader, pg_schema, pg_terms
 from mnemo.index.pg_filters import FilteredIds
 from mnemo.index.pg_indexer import PgIndexer
 from mnemo.search.filters import SearchFilters
 from mnemo.services import build_services
-from mnemo.workspace.layout import Workspace
-from tests.conftest import HashEmbedder, write_files
-
-WORDS = [
-    "deploy",
-    "billing",
-    "cache",
-    "staging",
-    "invoice",
-    "garden",
-    "kernel",
-    "rollout",
-    "ledger",
-    "quota",
-    "broker",
-    "shard",
-    "replica",
-]
-
-
-def _notes(count: int) -> dict[str, str | bytes]:
-    rng = random.Random(5)
-    files: dict[str, str | bytes] = {}
-    first = date(2026, 1, 1)
-    for i in range(count):
-        words = " ".join(rng.choice(WORDS) for _ in range(30))
-        if i % 3:
-            files[f"memory/{first + timedelta(days=i):%Y-%m-%d}.md"] = f"# Day {i}\n\n{words}\n"
-        else:
-            files[f"memory/topic-{i}.md"] = (
-                f"---\ndate: 2025-06-{1 + i % 28:02d}\n---\n# Topic {i}\n\n{words}\n"
-            )
-    return files
+from tests.postgres.helpers import synced_indexer
 
 
 @pytest.fixture
 def indexer(tmp_path: Path, pg_dsn: str, namespace: str) -> Iterator[PgIndexer]:
-    write_files(tmp_path, _notes(150))
-    built = PgIndexer(
-        Workspace(tmp_path, ignore=[".mnemo"]),
-        HashEmbedder(dims=16, model=f"hash@{namespace}"),
-        IndexSettings(),
-        ChunkingSettings(),
-        dsn=pg_dsn,
-        namespace=namespace,
-    )
-    try:
-        built.sync()
+    with synced_indexer(tmp_path, pg_dsn, namespace) as built:
         yield built
-    finally:
-        built.close()
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ from mnemo.index.matching import IdentityMatch
 from mnemo.index.pg_connect import DSN_ENV, ReaderPool, connect
 from mnemo.index.pg_filters import AllowedMemo
 from mnemo.index.pg_memos import PostingsMemo, WeightsMemo
+from mnemo.index.pg_prefetch import PostingsPrefetch
 from mnemo.index.pg_reader import HNSW_EF_SEARCH, SNAPSHOT_SETTINGS, PgReader
 from mnemo.index.pg_store import PgStore
 from mnemo.index.pg_sync import StatCache, cache_path
@@ -98,6 +99,8 @@ class PgIndexer(IdentityMatch):
         self.readers = ReaderPool(dsn, SNAPSHOT_SETTINGS)
         self.postings = PostingsMemo()
         """Recently used postings of this process's searches (valid while the generation is unchanged)."""
+        self.prefetch = PostingsPrefetch(lambda: self.readers.snapshot(), self.postings)
+        """Reads in the background the postings pruned searches lacked, into :attr:`postings`."""
         self.allowed = AllowedMemo()
         """Recently used search filters' chunk ids (valid while the generation is unchanged)."""
         self.weights = WeightsMemo()
@@ -164,10 +167,13 @@ class PgIndexer(IdentityMatch):
             yield (
                 None
                 if live is None
-                else PgReader(con, live, self.postings, self.allowed, self.weights, HNSW_EF_SEARCH)
+                else PgReader(
+                    con, live, self.postings, self.allowed, self.weights, HNSW_EF_SEARCH, self.prefetch
+                )
             )
 
     def close(self) -> None:
+        self.prefetch.close()
         with self.swap_lock:
             con, self._con, self.store = self._con, None, None
             if con is not None:

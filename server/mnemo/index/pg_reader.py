@@ -32,6 +32,7 @@ from mnemo.index.api import (
 from mnemo.index.feedback import Tally
 from mnemo.index.nearest_across import nearest_across_vectors, pairs_across_files
 from mnemo.index.pg_filters import AllowedMemo, FilteredIds, uses_file_meta
+from mnemo.index.pg_prefetch import PostingsPrefetch
 from mnemo.index.pg_schema import SCHEMA, Generation, vector_expression
 
 EXACT_WITHIN = 20_000
@@ -69,6 +70,7 @@ class PgReader:
         allowed: AllowedMemo | None = None,
         weights: pg_memos.WeightsMemo | None = None,
         hnsw_ef: int = 0,
+        prefetch: PostingsPrefetch | None = None,
     ) -> None:
         self.con = con
         self.generation = generation
@@ -77,6 +79,8 @@ class PgReader:
         """The process's recently used postings (:class:`mnemo.index.pg_memos.PostingsMemo`)."""
         self._allowed = allowed
         """The process's recently used filters' ids (:class:`mnemo.index.pg_filters.AllowedMemo`)."""
+        self._on_pruned = None if prefetch is None else prefetch.want
+        """Told the stems a pruned keyword search lacked (:mod:`mnemo.index.pg_prefetch` reads them)."""
         self._hnsw_ef = hnsw_ef
         """The HNSW search breadth this snapshot has set (0: none: :data:`SNAPSHOT_SETTINGS` not run)."""
         self._read_vectors: dict[int, np.ndarray | None] = {}
@@ -252,8 +256,9 @@ class PgReader:
         self, terms: Sequence[str], limit: int, *, within: Sequence[int] | None = None
     ) -> list[KeywordHit]:
         found = pg_terms.search(
-            self.con, self.g, terms, limit=limit, only_ids=within, memo=self._memo, known=self._weights
-        )
+            self.con, self.g, terms, limit=limit, only_ids=within, memo=self._memo, known=self._weights,
+            on_pruned=self._on_pruned,
+        )  # fmt: skip
         return found[:limit]
 
     def keyword_scores(self, terms: Sequence[str], ids: Sequence[int]) -> list[KeywordHit]:

@@ -19,7 +19,7 @@ A query is scored set-wise, OR over its terms, with k1 = 1.2 and b = 0.75, retur
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,6 +140,9 @@ def _few_missing(weights: QueryWeights, held: Mapping[str, Postings]) -> bool:
 MISSING_READ = 20_000
 """Most postings a query may still have to read for :func:`_few_missing` (a word in 2% of 357,000 chunks
 has ~7,000)."""
+HOLD_AFTER_PRUNE = 2_000_000
+"""Most postings a pruned query's missing stems may have for :func:`search` to ask that they be read in the
+background (``on_pruned``; 12 bytes a posting: 24 MB of the 128 MB memo)."""
 SCAN_ALL_BELOW = 200_000
 """A query whose stems have at most this many postings in all is scored from every posting (a few ms
 from the memo) without trying to prune: pruning's round trips cost more than that saves."""
@@ -169,6 +172,23 @@ def _postings(
             if memo is not None:
                 memo.put((generation, term), weights.version, postings)
     return out
+
+
+def hold_postings(con: psycopg.Connection, generation: int, stems: Sequence[str], memo: PostingsMemo) -> int:
+    """Read into ``memo`` the postings of those of ``stems`` it does not hold, at the version ``con``'s
+    snapshot sees (:mod:`mnemo.index.pg_prefetch` calls this on its own thread); how many stems read."""
+    row = con.execute(
+        f"SELECT docs, total_len, version FROM {SCHEMA}.generations WHERE id = %s", [generation]
+    ).fetchone()
+    if row is None:
+        return 0
+    num_docs, total_len, version = float(row[0] or 0), float(row[1] or 0), int(row[2])
+    avgdl = (total_len / num_docs if num_docs else 0.0) or 1.0  # as query_weights computes it
+    missing = [stem for stem in stems if memo.get((generation, stem), version) is None]
+    read = _read_postings(con, generation, missing, avgdl) if missing else {}
+    for stem, postings in read.items():
+        memo.put((generation, stem), version, postings)
+    return len(read)
 
 
 def _score_given(
@@ -308,6 +328,7 @@ def search(
     only_ids: Sequence[int] | None = None,
     memo: PostingsMemo | None = None,
     known: SnapshotWeights | None = None,
+    on_pruned: Callable[[int, tuple[str, ...]], None] | None = None,
 ) -> list[KeywordHit]:
     """The best ``limit`` chunks by BM25 (all of ``only_ids`` that match, when given), best first.
 
@@ -315,7 +336,9 @@ def search(
     (:func:`mnemo.index.pg_topk.top_k`, exact); a short ``only_ids`` list is scored in SQL from those
     chunks' postings alone; otherwise (a filter, a query of common words only) every posting of the
     query's terms is scored, read as arrays (one row per term, kept in ``memo``) and summed with NumPy:
-    aggregating a common term's tens of thousands of postings in SQL took several times longer."""
+    aggregating a common term's tens of thousands of postings in SQL took several times longer.
+    ``on_pruned(generation, stems)`` is told the stems a pruned search lacked, when they have at most
+    :data:`HOLD_AFTER_PRUNE` postings (:class:`mnemo.index.pg_prefetch.PostingsPrefetch` reads them)."""
     if not terms or (only_ids is not None and not only_ids):
         return []
     key = tuple(terms)
@@ -339,6 +362,9 @@ def search(
     )
     if pruned is not None:
         scored = pruned
+        lacking = {term: df for term, df in weights.df.items() if term not in held}
+        if on_pruned is not None and sum(lacking.values()) <= HOLD_AFTER_PRUNE:
+            on_pruned(generation, tuple(sorted(lacking)))
     elif only_ids is not None and len(only_ids) <= SQL_SCORED_IDS:
         scored = _score_given(con, generation, weights, held, only_ids)
     else:
