@@ -217,7 +217,7 @@ def run_size(
     finally:
         services.close()
     apart = (
-        _process_latencies(ws, engine, queries * 2, 8, filters, max(5, warm // 8 * 2))
+        _process_latencies(ws, engine, queries * 2, 8, filters, max(5, -(-warm * 2 // 8)))
         if clients_as != "threads" and engine == "postgres"  # DuckDB: one process owns the file
         else []
     )
