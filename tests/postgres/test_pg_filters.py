@@ -147,6 +147,35 @@ def test_the_candidates_vectors_come_with_their_rows_in_one_round_trip(
         assert np.array_equal(vector, separately[cid])
 
 
+def test_the_rows_leave_out_the_vectors_of_the_chunks_a_nearest_search_returned(
+    indexer: PgIndexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search reads its candidates' rows right after them: the vector candidates' distance is known,
+    so only the others' vectors come with the rows; a vector asked for anyway is read, and
+    ``with_vectors`` still has every one."""
+    query = np.asarray(indexer.embedder.embed(["deploy billing ledger rollout"])[0], dtype=np.float32)
+    with indexer.reading() as reader:
+        assert reader is not None
+        near = [hit.chunk_id for hit in reader.nearest(query, 5)]
+        rows = reader.con.execute("SELECT id FROM mnemo.chunks WHERE g = %s ORDER BY id", [reader.g])
+        others = [cid for (cid,) in rows if cid not in near][:5]
+        everything = reader.records([*near, *others], with_vectors=True)
+    with indexer.reading() as reader:
+        assert reader is not None
+        assert [hit.chunk_id for hit in reader.nearest(query, 5)] == near
+        statements = _counting_statements(monkeypatch)
+        records = reader.records([*near, *others])
+        assert reader.vectors(others) and len(statements) == 1, "the others' vectors came with the rows"
+        asked = reader.vectors(near[:2])
+        assert len(statements) == 2, "a returned chunk's vector is read when asked for"
+        monkeypatch.undo()
+        again = reader.records(near, with_vectors=True)
+    assert set(records) == {*near, *others}
+    for cid in near[:2]:
+        assert np.array_equal(asked[cid], everything[cid].embedding)
+    assert all(np.array_equal(again[cid].embedding, everything[cid].embedding) for cid in near)
+
+
 def test_a_snapshot_begins_with_the_hnsw_settings_and_a_wider_search_sets_its_own(
     indexer: PgIndexer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
