@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mnemo.search.ranking import jaccard
@@ -47,6 +47,8 @@ REDUNDANT = 0.5
 """MMR counts an overlap only from here: repeated lines are redundant, two passages on one topic are not."""
 LINE_CACHE = 32_768
 """Lines whose terms are remembered across searches (the same notes come back again and again)."""
+CHUNK_CACHE = 4_096
+"""Chunks whose content lines are remembered across searches."""
 SAME_LINE = 0.6
 """Token Jaccard above which two lines that share no query term still say the same thing."""
 
@@ -72,18 +74,20 @@ def _line_terms(line: str) -> frozenset[str]:
     return token_set(line)
 
 
-def content_lines(text: str) -> list[tuple[int, frozenset[str]]]:
-    """(offset, terms) of each non-blank, non-heading line of a chunk."""
+@functools.lru_cache(maxsize=CHUNK_CACHE)
+def content_lines(text: str) -> tuple[tuple[int, frozenset[str]], ...]:
+    """(offset, terms) of each non-blank, non-heading line of a chunk (kept for recent chunks: a search
+    asks for some 45 candidates' lines, and the same chunks come back search after search)."""
     out = []
     for i, line in enumerate(text.splitlines()):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             out.append((i, _line_terms(stripped)))
-    return out
+    return tuple(out)
 
 
 def term_weights(
-    query: frozenset[str], chunks: Iterable[list[tuple[int, frozenset[str]]]]
+    query: frozenset[str], chunks: Iterable[Sequence[tuple[int, frozenset[str]]]]
 ) -> dict[str, float]:
     """IDF of each query term over all the candidates' lines (terms no line contains are left out)."""
     df = dict.fromkeys(query, 0)
@@ -96,18 +100,24 @@ def term_weights(
     return {t: math.log(1 + n / d) for t, d in df.items() if d}
 
 
-def focus(lines: list[tuple[int, frozenset[str]]], weights: dict[str, float]) -> Focus | None:
+def focus(lines: Sequence[tuple[int, frozenset[str]]], weights: dict[str, float]) -> Focus | None:
     """The line covering the most query-term weight (with the lines tied with it); a lone line stands as it is."""
-    scored = [(sum(weights[t] for t in terms & weights.keys()), offset, terms) for offset, terms in lines]
-    best = max((m for m, _, _ in scored), default=0.0)
+    query = frozenset(weights)
+    scored = []
+    best = 0.0
+    for offset, terms in lines:
+        common = terms & query
+        covered = sum(map(weights.__getitem__, common)) if common else 0.0
+        best = max(best, covered)
+        scored.append((covered, offset, terms, common))
     if best <= 0:
         if len(lines) == 1:
             return Focus(lines[0][0], frozenset(), lines[0][1])
         return None
-    tied = [(offset, terms) for m, offset, terms in scored if m >= best - 1e-9]
-    offset, terms = tied[0]
-    matched = frozenset().union(*(t & weights.keys() for _, t in tied))
-    return Focus(offset, matched, terms, tuple(t for _, t in tied[1:]))
+    tied = [(offset, terms, common) for covered, offset, terms, common in scored if covered >= best - 1e-9]
+    offset, terms, _ = tied[0]
+    matched = frozenset().union(*(common for _, _, common in tied))
+    return Focus(offset, matched, terms, tuple(t for _, t, _ in tied[1:]))
 
 
 def redundancy(a: Focus, b: Focus) -> float:

@@ -1,0 +1,56 @@
+"""The focus line of a chunk (mnemo.search.lines.focus) against the plain definition: over random chunks
+and queries, the same line, the same query terms and the same ties as summing each line's query-term
+weight from the weights themselves; a chunk's content lines are kept and given back unchanged."""
+
+from __future__ import annotations
+
+import random
+
+from mnemo.search import lines
+from mnemo.text.terms import token_set
+
+WORDS = [f"w{i}" for i in range(40)]
+
+
+def _plain_focus(
+    chunk: tuple[tuple[int, frozenset[str]], ...], weights: dict[str, float]
+) -> lines.Focus | None:
+    """The definition, as first written: every line's covered weight, the best and the lines tied with it."""
+    scored = [(sum(weights[t] for t in terms & weights.keys()), offset, terms) for offset, terms in chunk]
+    best = max((m for m, _, _ in scored), default=0.0)
+    if best <= 0:
+        return lines.Focus(chunk[0][0], frozenset(), chunk[0][1]) if len(chunk) == 1 else None
+    tied = [(offset, terms) for m, offset, terms in scored if m >= best - 1e-9]
+    matched = frozenset().union(*(t & weights.keys() for _, t in tied))
+    return lines.Focus(tied[0][0], matched, tied[0][1], tuple(t for _, t in tied[1:]))
+
+
+def _chunk(rng: random.Random) -> str:
+    rows = [" ".join(rng.choices(WORDS, k=rng.randint(1, 6))) for _ in range(rng.randint(1, 6))]
+    if rng.random() < 0.3:
+        rows.insert(0, "# heading " + rng.choice(WORDS))
+    return "\n".join(row if rng.random() > 0.1 else "" for row in rows)
+
+
+def test_the_focus_is_the_plain_definitions_over_random_chunks() -> None:
+    rng = random.Random(3)
+    ambiguous = missing = 0
+    for _ in range(300):
+        texts = [_chunk(rng) for _ in range(rng.randint(1, 12))]
+        query = token_set(" ".join(rng.choices(WORDS, k=rng.randint(1, 5))))
+        chunks = [lines.content_lines(text) for text in texts]
+        weights = lines.term_weights(query, chunks)
+        for chunk in chunks:
+            found = lines.focus(chunk, weights)
+            assert found == _plain_focus(chunk, weights)
+            ambiguous += bool(found and found.ambiguous)
+            missing += found is None
+    assert ambiguous > 50 and missing > 50, "ties and chunks without a focus both drawn"
+
+
+def test_a_chunks_content_lines_are_kept_and_given_back_unchanged() -> None:
+    text = "# Heading\n\n- first line w1\n   \n- second line w2\n"
+    first = lines.content_lines(text)
+    assert [offset for offset, _ in first] == [2, 4]
+    assert lines.content_lines(text) is first
+    assert first[1][1] == token_set("- second line w2")
