@@ -106,11 +106,16 @@ def test_a_pruned_search_with_more_postings_missing_than_the_bound_asks_nothing(
     assert len(pruned) == 2 and len(asked) == 1, "one posting too many: pruned, nothing asked"
 
 
+@pytest.mark.parametrize(
+    "failure",
+    [psycopg.OperationalError("server closed the connection"), RuntimeError("a bug")],
+    ids=["database", "bug"],
+)
 def test_a_failed_read_behind_a_search_loses_nothing_and_the_next_ask_is_read(
-    pg_dsn: str, indexer: PgIndexer
+    indexer: PgIndexer, failure: Exception
 ) -> None:
     memo = PostingsMemo()
-    failures = [psycopg.OperationalError("server closed the connection")]
+    failures = [failure]
 
     @contextlib.contextmanager
     def snapshot() -> Iterator[psycopg.Connection]:

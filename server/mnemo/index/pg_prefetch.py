@@ -83,6 +83,8 @@ class PostingsPrefetch:
                     pg_terms.hold_postings(con, ask[0], ask[1], self._memo)
             except (psycopg.Error, OSError) as err:  # the search was answered; the next one asks again
                 log.debug("reading postings ahead failed: %s", err)
+            except Exception:  # a bug must not stop the thread: later asks would wait for nothing
+                log.warning("reading postings ahead failed", exc_info=True)
             finally:
                 with self._lock:
                     self._waiting.discard(ask)
