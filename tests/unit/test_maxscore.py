@@ -98,9 +98,15 @@ def _split(terms: list[maxscore.Term]) -> tuple[list[maxscore.Term], list[maxsco
 
 @pytest.mark.parametrize("seed", range(10))
 @pytest.mark.parametrize("ties", [False, True])
-def test_around_the_common_words_best_the_answer_is_that_of_every_posting(seed: int, ties: bool) -> None:
+@pytest.mark.parametrize("sums", ["as they come", "sorted", "in an array"])
+def test_around_the_common_words_best_the_answer_is_that_of_every_posting(
+    seed: int, ties: bool, sums: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Few rare matches (the last places go to chunks with common words only), or many; the same chunks
-    and scores as adding every posting, the kept list built once and used for every k up to its depth."""
+    and scores as adding every posting, the kept list built once and used for every k up to its depth;
+    the rare words summed by sorting their postings or in an array of the span."""
+    factor = {"as they come": maxscore.SPARSE_SPAN_FACTOR, "sorted": 10**9, "in an array": 0}[sums]
+    monkeypatch.setattr(maxscore, "SPARSE_SPAN_FACTOR", factor)
     rng = np.random.default_rng(100 + seed)
     span = 150_000
     rare_sizes = [int(rng.integers(3, 40)) for _ in range(2)] if seed % 2 else [int(rng.integers(500, 9000))]
@@ -157,3 +163,34 @@ def test_chunks_best_by_common_words_that_also_have_a_rare_word_count_once_with_
     expected = _every_posting_added([*rare, *common], 1000, span, 10)
     assert [int(i) for i in found[0]] == [cid for cid, _ in expected]
     assert len(set(found[0].tolist())) == 10
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sums_by_chunk_are_the_same_floats_sorted_or_in_an_array(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(300 + seed)
+    span = 50_000
+    terms = _corpus(
+        rng, span, [int(rng.integers(1, 3000)) for _ in range(int(rng.integers(1, 5)))], ties=False
+    )
+    monkeypatch.setattr(maxscore, "SPARSE_SPAN_FACTOR", 10**9)
+    sorted_ids, sorted_sums = maxscore.sums_by_id(terms, 1000, span)
+    monkeypatch.setattr(maxscore, "SPARSE_SPAN_FACTOR", 0)
+    dense_ids, dense_sums = maxscore.sums_by_id(terms, 1000, span)
+    assert (
+        sorted_ids.tolist() == dense_ids.tolist() == np.unique(np.concatenate([t[0] for t in terms])).tolist()
+    )
+    assert sorted_sums.tolist() == dense_sums.tolist()  # bit for bit: added in the same order
+
+
+def test_chunk_ids_of_another_width_are_found_as_they_are() -> None:
+    """int64 ids looked up in a term's int32 ids: searched as int32 when they fit, and an id past the
+    int32 range is simply not there (not wrapped onto another chunk)."""
+    ids = np.array([3, 70, 2**31 - 1], dtype=np.int32)
+    wanted = np.array([70, 2**31 - 1, 4, 2**32 + 70, -(2**32) + 3], dtype=np.int64)
+    at, found = maxscore.found_in(ids, wanted)
+    assert found.tolist() == [True, True, False, False, False]
+    assert at[:2].tolist() == [1, 2]
+    at, found = maxscore.found_in(ids, wanted[:3])
+    assert found.tolist() == [True, True, False] and at[:2].tolist() == [1, 2]
