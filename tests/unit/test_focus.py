@@ -1,12 +1,14 @@
 """The focus line of a chunk (mnemo.search.lines.focus) against the plain definition: over random chunks
 and queries, the same line, the same query terms and the same ties as summing each line's query-term
-weight from the weights themselves; a chunk's content lines are kept and given back unchanged."""
+weight from the weights themselves; the same redundancy (MMR) and updates (supersede) between them as
+their definitions; a chunk's content lines are kept and given back unchanged."""
 
 from __future__ import annotations
 
 import random
 
 from mnemo.search import lines
+from mnemo.search.ranking import jaccard
 from mnemo.text.terms import token_set
 
 WORDS = [f"w{i}" for i in range(40)]
@@ -23,6 +25,23 @@ def _plain_focus(
     tied = [(offset, terms) for m, offset, terms in scored if m >= best - 1e-9]
     matched = frozenset().union(*(t & weights.keys() for _, t in tied))
     return lines.Focus(tied[0][0], matched, tied[0][1], tuple(t for _, t in tied[1:]))
+
+
+def _plain_redundancy(a: lines.Focus, b: lines.Focus) -> float:
+    if not a.matched <= b.matched:
+        return 0.0
+    return min(max(jaccard(x, y) for y in (b.tokens, *b.ties)) for x in (a.tokens, *a.ties))
+
+
+def _plain_updates(
+    old: lines.Focus | None, new: lines.Focus | None, weights: dict[str, float], floor: float
+) -> bool:
+    if old is None or new is None or old.ambiguous or new.ambiguous:
+        return False
+    overlap = jaccard(old.tokens, new.tokens)
+    if not old.matched:
+        return overlap >= lines.SAME_LINE
+    return old.matched <= new.matched and lines.mass(old, weights) >= floor and overlap >= lines.LINE_OVERLAP
 
 
 def _chunk(rng: random.Random) -> str:
@@ -46,6 +65,27 @@ def test_the_focus_is_the_plain_definitions_over_random_chunks() -> None:
             ambiguous += bool(found and found.ambiguous)
             missing += found is None
     assert ambiguous > 50 and missing > 50, "ties and chunks without a focus both drawn"
+
+
+def test_redundancy_and_updates_between_foci_are_their_definitions() -> None:
+    rng = random.Random(4)
+    checked = updating = 0
+    for _ in range(200):
+        texts = [_chunk(rng) for _ in range(rng.randint(2, 10))]
+        query = token_set(" ".join(rng.choices(WORDS, k=rng.randint(1, 4))))
+        chunks = [lines.content_lines(text) for text in texts]
+        weights = lines.term_weights(query, chunks)
+        foci = [lines.focus(chunk, weights) for chunk in chunks]
+        floor = lines.update_floor(foci, weights)
+        for a in foci:
+            for b in foci:
+                if a is not None and b is not None:
+                    assert lines.redundancy(a, b) == _plain_redundancy(a, b)
+                    checked += 1
+                found = lines.updates(a, b, weights, floor)
+                assert found == _plain_updates(a, b, weights, floor)
+                updating += found
+    assert checked > 1000 and updating > 20, "pairs that update drawn too"
 
 
 def test_a_chunks_content_lines_are_kept_and_given_back_unchanged() -> None:

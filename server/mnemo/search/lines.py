@@ -125,6 +125,8 @@ def redundancy(a: Focus, b: Focus) -> float:
     ``b`` does not, else the token overlap of their lines (the least one of ``a``'s tied lines has)."""
     if not a.matched <= b.matched:
         return 0.0
+    if not a.ties and not b.ties:  # one line each, as most chunks have
+        return jaccard(a.tokens, b.tokens)
     mine, theirs = (a.tokens, *a.ties), (b.tokens, *b.ties)
     return min(max(jaccard(x, y) for y in theirs) for x in mine)
 
@@ -139,10 +141,13 @@ def updates(old: Focus | None, new: Focus | None, weights: dict[str, float], flo
     must cover at least ``floor`` of query-term weight (it answers the query at all)."""
     if old is None or new is None or old.ambiguous or new.ambiguous:
         return False
-    overlap = jaccard(old.tokens, new.tokens)
     if not old.matched:
-        return overlap >= SAME_LINE
-    return old.matched <= new.matched and mass(old, weights) >= floor and overlap >= LINE_OVERLAP
+        return jaccard(old.tokens, new.tokens) >= SAME_LINE
+    return (
+        old.matched <= new.matched
+        and mass(old, weights) >= floor
+        and jaccard(old.tokens, new.tokens) >= LINE_OVERLAP
+    )
 
 
 def update_floor(foci: Iterable[Focus | None], weights: dict[str, float]) -> float:
