@@ -6,7 +6,6 @@ after a write the held postings are of an old version, and it starts again. Noth
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 from mnemo.index import pg_terms
 from mnemo.index.api import KeywordHit
+from mnemo.index.pg_connect import connect
 from mnemo.index.pg_indexer import PgIndexer
 from mnemo.index.pg_memos import PostingsMemo
 from mnemo.index.pg_prefetch import PostingsPrefetch
@@ -112,19 +112,17 @@ def test_a_pruned_search_with_more_postings_missing_than_the_bound_asks_nothing(
     ids=["database", "bug"],
 )
 def test_a_failed_read_behind_a_search_loses_nothing_and_the_next_ask_is_read(
-    indexer: PgIndexer, failure: Exception
+    pg_dsn: str, indexer: PgIndexer, failure: Exception
 ) -> None:
     memo = PostingsMemo()
     failures = [failure]
 
-    @contextlib.contextmanager
-    def snapshot() -> Iterator[psycopg.Connection]:
+    def connection() -> psycopg.Connection:
         if failures:
             raise failures.pop()
-        with indexer.readers.snapshot() as con:
-            yield con
+        return connect(pg_dsn, vectors=False)
 
-    prefetch = PostingsPrefetch(snapshot, memo)
+    prefetch = PostingsPrefetch(connection, memo)
     store = indexer.store
     assert store is not None
     weights = pg_terms.query_weights(store.con, store.g, QUERY)
@@ -145,3 +143,29 @@ def test_a_failed_read_behind_a_search_loses_nothing_and_the_next_ask_is_read(
     finally:
         prefetch.close()
     assert _prefetch_threads() == []
+
+
+def test_closing_cancels_the_read_under_way(
+    pg_dsn: str, indexer: PgIndexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-shot command that searched once must not wait for a read behind it to exit."""
+    started = threading.Event()
+
+    def slow(con: psycopg.Connection, *_: object) -> int:
+        started.set()
+        con.execute("SELECT pg_sleep(120)")
+        return 0
+
+    monkeypatch.setattr(pg_terms, "hold_postings", slow)
+    prefetch = PostingsPrefetch(lambda: connect(pg_dsn, vectors=False), PostingsMemo())
+    prefetch.want(1, ("ledger",))
+    prefetch.want(1, ("quota",))  # waiting behind it: dropped
+    assert started.wait(30)
+    prefetch.close(timeout=30)
+    assert _prefetch_threads() == [], "the read was cancelled, not waited for"
+    assert prefetch.wait_idle(0), "nothing left to do"
+    with psycopg.connect(pg_dsn, autocommit=True) as con:
+        sleeping = con.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(120)%'"
+        )
+        assert sleeping.fetchone() == (0,), "no query left running on the server"

@@ -12,9 +12,10 @@ version that snapshot sees: the next search at that version finds them held
 (:func:`mnemo.index.pg_terms._few_missing`) and scans. A write moves the version on, and the next
 pruned search asks again.
 
-One thread reads, one ask at a time; asks beyond :data:`QUEUED_MOST` waiting are dropped (the search
-that made them was answered anyway), as are asks for stems already waiting. :meth:`PostingsPrefetch.close`
-stops the thread; a later ask starts another.
+One thread reads, one ask at a time, on a connection of its own; asks beyond :data:`QUEUED_MOST`
+waiting are dropped (the search that made them was answered anyway), as are asks for stems already
+waiting. :meth:`PostingsPrefetch.close` cancels the read under way (a one-shot ``mnemo search`` must not
+wait for it to exit) and stops the thread; a later ask starts another.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from mnemo.errors import IndexUnavailable
 from mnemo.index import pg_terms
 from mnemo.index.pg_memos import PostingsMemo
 
@@ -40,22 +42,20 @@ Ask = tuple[int, tuple[str, ...]]
 
 
 class PostingsPrefetch:
-    """Holds pruned searches' postings in ``memo``, read on a thread through ``snapshot`` (a
-    connection inside a read-only snapshot transaction, as :meth:`mnemo.index.pg_connect.ReaderPool.snapshot`
-    gives)."""
+    """Holds pruned searches' postings in ``memo``, read on a thread through a connection of its own
+    (``connect``: an autocommit connection, as :func:`mnemo.index.pg_connect.connect` makes), each ask
+    in a read-only snapshot."""
 
-    def __init__(
-        self,
-        snapshot: Callable[[], contextlib.AbstractContextManager[psycopg.Connection]],
-        memo: PostingsMemo,
-    ) -> None:
-        self._snapshot = snapshot
+    def __init__(self, connect: Callable[[], psycopg.Connection], memo: PostingsMemo) -> None:
+        self._connect = connect
         self._memo = memo
         self._lock = threading.Lock()
         self._waiting: set[Ask] = set()
         self._asks: queue.Queue[Ask | None] = queue.Queue()
         """The running thread's asks (each thread has its own: a closed one may still be reading)."""
         self._thread: threading.Thread | None = None
+        self._con: psycopg.Connection | None = None
+        """The running thread's connection, once it has one."""
         self._idle = threading.Condition(self._lock)
         self._busy = 0
         """Asks taken and not yet done, waiting ones included."""
@@ -77,19 +77,36 @@ class PostingsPrefetch:
             self._asks.put(ask)
 
     def _run(self, asks: queue.Queue[Ask | None]) -> None:
-        while (ask := asks.get()) is not None:
-            try:
-                with self._snapshot() as con:
-                    pg_terms.hold_postings(con, ask[0], ask[1], self._memo)
-            except (psycopg.Error, OSError) as err:  # the search was answered; the next one asks again
-                log.debug("reading postings ahead failed: %s", err)
-            except Exception:  # a bug must not stop the thread: later asks would wait for nothing
-                log.warning("reading postings ahead failed", exc_info=True)
-            finally:
-                with self._lock:
-                    self._waiting.discard(ask)
-                    self._busy -= 1
-                    self._idle.notify_all()
+        con: psycopg.Connection | None = None
+        try:
+            while (ask := asks.get()) is not None:
+                try:
+                    if con is None or con.closed:
+                        con = self._connect()
+                        with self._lock:
+                            self._con = con
+                    self._hold(con, ask)
+                except (psycopg.Error, OSError, IndexUnavailable) as err:  # the next search asks again
+                    log.debug("reading postings ahead failed: %s", err)
+                except Exception:  # a bug must not stop the thread: later asks would wait for nothing
+                    log.warning("reading postings ahead failed", exc_info=True)
+                finally:
+                    with self._lock:
+                        self._waiting.discard(ask)
+                        self._busy -= 1
+                        self._idle.notify_all()
+        finally:
+            if con is not None:
+                with contextlib.suppress(psycopg.Error):
+                    con.close()
+
+    def _hold(self, con: psycopg.Connection, ask: Ask) -> None:
+        con.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            pg_terms.hold_postings(con, ask[0], ask[1], self._memo)
+        finally:
+            if not con.closed and con.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                con.execute("ROLLBACK")
 
     def wait_idle(self, timeout: float) -> bool:
         """Whether every ask made so far was done within ``timeout`` seconds (tests, benchmarks)."""
@@ -97,9 +114,10 @@ class PostingsPrefetch:
             return self._idle.wait_for(lambda: self._busy == 0, timeout)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the thread once the ask it is reading is done; the waiting ones are dropped."""
+        """Cancel the read under way, drop the waiting asks and stop the thread."""
         with self._lock:
             thread, self._thread = self._thread, None
+            con, self._con = self._con, None
             if thread is None:
                 return
             with contextlib.suppress(queue.Empty):
@@ -110,4 +128,7 @@ class PostingsPrefetch:
                         self._busy -= 1
             self._asks.put(None)
             self._idle.notify_all()
+        if con is not None:  # the thread's own connection: no other query can be cancelled
+            with contextlib.suppress(psycopg.Error):
+                con.cancel_safe(timeout=timeout)
         thread.join(timeout)
