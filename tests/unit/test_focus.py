@@ -51,14 +51,20 @@ def _chunk(rng: random.Random) -> str:
     return "\n".join(row if rng.random() > 0.1 else "" for row in rows)
 
 
+def _candidates(
+    rng: random.Random, count: tuple[int, int], words: int
+) -> tuple[list[tuple[tuple[int, frozenset[str]], ...]], dict[str, float]]:
+    """A search's random candidates: their content lines, and a random query's term weights over them."""
+    chunks = [lines.content_lines(_chunk(rng)) for _ in range(rng.randint(*count))]
+    query = token_set(" ".join(rng.choices(WORDS, k=rng.randint(1, words))))
+    return chunks, lines.term_weights(query, chunks)
+
+
 def test_the_focus_is_the_plain_definitions_over_random_chunks() -> None:
     rng = random.Random(3)
     ambiguous = missing = 0
     for _ in range(300):
-        texts = [_chunk(rng) for _ in range(rng.randint(1, 12))]
-        query = token_set(" ".join(rng.choices(WORDS, k=rng.randint(1, 5))))
-        chunks = [lines.content_lines(text) for text in texts]
-        weights = lines.term_weights(query, chunks)
+        chunks, weights = _candidates(rng, (1, 12), 5)
         for chunk in chunks:
             found = lines.focus(chunk, weights)
             assert found == _plain_focus(chunk, weights)
@@ -71,10 +77,7 @@ def test_redundancy_and_updates_between_foci_are_their_definitions() -> None:
     rng = random.Random(4)
     checked = updating = 0
     for _ in range(200):
-        texts = [_chunk(rng) for _ in range(rng.randint(2, 10))]
-        query = token_set(" ".join(rng.choices(WORDS, k=rng.randint(1, 4))))
-        chunks = [lines.content_lines(text) for text in texts]
-        weights = lines.term_weights(query, chunks)
+        chunks, weights = _candidates(rng, (2, 10), 4)
         foci = [lines.focus(chunk, weights) for chunk in chunks]
         floor = lines.update_floor(foci, weights)
         for a in foci:
