@@ -6,6 +6,7 @@ after a write the held postings are of an old version, and it starts again. Noth
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from mnemo.index import pg_terms
 from mnemo.index.api import KeywordHit
-from mnemo.index.pg_connect import connect
+from mnemo.index.pg_connect import ReaderPool
 from mnemo.index.pg_indexer import PgIndexer
 from mnemo.index.pg_memos import PostingsMemo
 from mnemo.index.pg_prefetch import PostingsPrefetch
@@ -117,12 +118,15 @@ def test_a_failed_read_behind_a_search_loses_nothing_and_the_next_ask_is_read(
     memo = PostingsMemo()
     failures = [failure]
 
-    def connection() -> psycopg.Connection:
-        if failures:
-            raise failures.pop()
-        return connect(pg_dsn, vectors=False)
+    class FailingOnce(ReaderPool):
+        @contextlib.contextmanager
+        def snapshot(self) -> Iterator[psycopg.Connection]:
+            if failures:
+                raise failures.pop()
+            with super().snapshot() as con:
+                yield con
 
-    prefetch = PostingsPrefetch(connection, memo)
+    prefetch = PostingsPrefetch(lambda: FailingOnce(pg_dsn), memo)
     store = indexer.store
     assert store is not None
     weights = pg_terms.query_weights(store.con, store.g, QUERY)
@@ -157,7 +161,7 @@ def test_closing_cancels_the_read_under_way(
         return 0
 
     monkeypatch.setattr(pg_terms, "hold_postings", slow)
-    prefetch = PostingsPrefetch(lambda: connect(pg_dsn, vectors=False), PostingsMemo())
+    prefetch = PostingsPrefetch(lambda: ReaderPool(pg_dsn), PostingsMemo())
     prefetch.want(1, ("ledger",))
     prefetch.want(1, ("quota",))  # waiting behind it: dropped
     assert started.wait(30)

@@ -99,7 +99,7 @@ class PgIndexer(IdentityMatch):
         self.readers = ReaderPool(dsn, SNAPSHOT_SETTINGS)
         self.postings = PostingsMemo()
         """Recently used postings of this process's searches (valid while the generation is unchanged)."""
-        self.prefetch = PostingsPrefetch(lambda: connect(self._dsn, vectors=False), self.postings)
+        self.prefetch = PostingsPrefetch(lambda: ReaderPool(self._dsn), self.postings)
         """Reads in the background the postings pruned searches lacked, into :attr:`postings`."""
         self.allowed = AllowedMemo()
         """Recently used search filters' chunk ids (valid while the generation is unchanged)."""

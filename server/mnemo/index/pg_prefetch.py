@@ -12,7 +12,7 @@ version that snapshot sees: the next search at that version finds them held
 (:func:`mnemo.index.pg_terms._few_missing`) and scans. A write moves the version on, and the next
 pruned search asks again.
 
-One thread reads, one ask at a time, on a connection of its own; asks beyond :data:`QUEUED_MOST`
+One thread reads, one ask at a time, on a connection of its own (a reader pool of its own); asks beyond :data:`QUEUED_MOST`
 waiting are dropped (the search that made them was answered anyway), as are asks for stems already
 waiting. :meth:`PostingsPrefetch.close` cancels the read under way (a one-shot ``mnemo search`` must not
 wait for it to exit) and stops the thread; a later ask starts another.
@@ -30,6 +30,7 @@ import psycopg
 
 from mnemo.errors import IndexUnavailable
 from mnemo.index import pg_terms
+from mnemo.index.pg_connect import ReaderPool
 from mnemo.index.pg_memos import PostingsMemo
 
 log = logging.getLogger(__name__)
@@ -42,12 +43,12 @@ Ask = tuple[int, tuple[str, ...]]
 
 
 class PostingsPrefetch:
-    """Holds pruned searches' postings in ``memo``, read on a thread through a connection of its own
-    (``connect``: an autocommit connection, as :func:`mnemo.index.pg_connect.connect` makes), each ask
-    in a read-only snapshot."""
+    """Holds pruned searches' postings in ``memo``, read on a thread that has a reader pool of its own
+    (``open_pool``), each ask in one of its snapshots: cancelling that pool's connection can never hit
+    another search's query."""
 
-    def __init__(self, connect: Callable[[], psycopg.Connection], memo: PostingsMemo) -> None:
-        self._connect = connect
+    def __init__(self, open_pool: Callable[[], ReaderPool], memo: PostingsMemo) -> None:
+        self._open_pool = open_pool
         self._memo = memo
         self._lock = threading.Lock()
         self._waiting: set[Ask] = set()
@@ -55,7 +56,7 @@ class PostingsPrefetch:
         """The running thread's asks (each thread has its own: a closed one may still be reading)."""
         self._thread: threading.Thread | None = None
         self._con: psycopg.Connection | None = None
-        """The running thread's connection, once it has one."""
+        """The connection of the read under way, if any."""
         self._idle = threading.Condition(self._lock)
         self._busy = 0
         """Asks taken and not yet done, waiting ones included."""
@@ -77,15 +78,12 @@ class PostingsPrefetch:
             self._asks.put(ask)
 
     def _run(self, asks: queue.Queue[Ask | None]) -> None:
-        con: psycopg.Connection | None = None
+        pool = self._open_pool()
         try:
             while (ask := asks.get()) is not None:
                 try:
-                    if con is None or con.closed:
-                        con = self._connect()
-                        with self._lock:
-                            self._con = con
-                    self._hold(con, ask)
+                    with pool.snapshot() as con:
+                        self._hold(con, ask)
                 except (psycopg.Error, OSError, IndexUnavailable) as err:  # the next search asks again
                     log.debug("reading postings ahead failed: %s", err)
                 except Exception:  # a bug must not stop the thread: later asks would wait for nothing
@@ -96,17 +94,16 @@ class PostingsPrefetch:
                         self._busy -= 1
                         self._idle.notify_all()
         finally:
-            if con is not None:
-                with contextlib.suppress(psycopg.Error):
-                    con.close()
+            pool.close()
 
     def _hold(self, con: psycopg.Connection, ask: Ask) -> None:
-        con.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        with self._lock:
+            self._con = con
         try:
             pg_terms.hold_postings(con, ask[0], ask[1], self._memo)
         finally:
-            if not con.closed and con.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                con.execute("ROLLBACK")
+            with self._lock:
+                self._con = None
 
     def wait_idle(self, timeout: float) -> bool:
         """Whether every ask made so far was done within ``timeout`` seconds (tests, benchmarks)."""
@@ -128,7 +125,7 @@ class PostingsPrefetch:
                         self._busy -= 1
             self._asks.put(None)
             self._idle.notify_all()
-        if con is not None:  # the thread's own connection: no other query can be cancelled
+        if con is not None:  # the thread's own pool's: no other search's query can be cancelled
             with contextlib.suppress(psycopg.Error):
                 con.cancel_safe(timeout=timeout)
         thread.join(timeout)
