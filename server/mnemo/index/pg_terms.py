@@ -115,10 +115,14 @@ def query_weights(con: psycopg.Connection, generation: int, terms: Sequence[str]
         return None
     idf = {term: bm25_idf(num_docs, df) for term, df in known.items()}
     mean_idf = sum(idf.values()) / len(idf)
-    avgdl = (total_len / num_docs if num_docs else 0.0) or 1.0
+    avgdl = _average_length(num_docs, total_len)
     total = sum(idf.values()) + (len(stems) - len(known)) * mean_idf
     count, rarest = int(sum(known.values())), min(known.values()) / max(num_docs, 1.0)
     return QueryWeights(idf, total, avgdl, int(rows[0][4]), float(rows[0][5] or 0.0), count, rarest, known)
+
+
+def _average_length(num_docs: float, total_len: float) -> float:
+    return (total_len / num_docs if num_docs else 0.0) or 1.0
 
 
 def _held(generation: int, weights: QueryWeights, memo: PostingsMemo | None) -> dict[str, Postings]:
@@ -129,12 +133,17 @@ def _held(generation: int, weights: QueryWeights, memo: PostingsMemo | None) -> 
     return {term: postings for term, postings in found if postings is not None}
 
 
+def _lacking(weights: QueryWeights, held: Mapping[str, Postings]) -> dict[str, float]:
+    """The query's stems whose postings are not ``held``, with how many postings each has."""
+    return {term: df for term, df in weights.df.items() if term not in held}
+
+
 def _few_missing(weights: QueryWeights, held: Mapping[str, Postings]) -> bool:
     """Whether the stems whose postings are not ``held`` have at most :data:`MISSING_READ` of them (the
     rare stems' short lists): reading those and scanning every posting from memory then costs one
     round trip, where pruning costs two to four (~14 ms a pruned query at 100,000 notes, against a few
     ms for the scan)."""
-    return sum(df for term, df in weights.df.items() if term not in held) <= MISSING_READ
+    return sum(_lacking(weights, held).values()) <= MISSING_READ
 
 
 MISSING_READ = 20_000
@@ -166,12 +175,24 @@ def _postings(
     version (``held``: what it was found to hold), else read by one index-only scan per term."""
     out = dict(_held(generation, weights, memo) if held is None else held)
     missing = [term for term in weights.idf if term not in out]
-    if missing:
-        for term, postings in _read_postings(con, generation, missing, weights.avgdl).items():
-            out[term] = postings
-            if memo is not None:
-                memo.put((generation, term), weights.version, postings)
+    out.update(_read_kept(con, generation, missing, weights.avgdl, weights.version, memo))
     return out
+
+
+def _read_kept(
+    con: psycopg.Connection,
+    generation: int,
+    stems: Sequence[str],
+    avgdl: float,
+    version: int,
+    memo: PostingsMemo | None,
+) -> dict[str, Postings]:
+    """``stems``' postings read (none: no round trip), and kept in ``memo`` at ``version``."""
+    read = _read_postings(con, generation, stems, avgdl) if stems else {}
+    for stem, postings in read.items():
+        if memo is not None:
+            memo.put((generation, stem), version, postings)
+    return read
 
 
 def hold_postings(con: psycopg.Connection, generation: int, stems: Sequence[str], memo: PostingsMemo) -> int:
@@ -182,13 +203,9 @@ def hold_postings(con: psycopg.Connection, generation: int, stems: Sequence[str]
     ).fetchone()
     if row is None:
         return 0
-    num_docs, total_len, version = float(row[0] or 0), float(row[1] or 0), int(row[2])
-    avgdl = (total_len / num_docs if num_docs else 0.0) or 1.0  # as query_weights computes it
+    avgdl, version = _average_length(float(row[0] or 0), float(row[1] or 0)), int(row[2])
     missing = [stem for stem in stems if memo.get((generation, stem), version) is None]
-    read = _read_postings(con, generation, missing, avgdl) if missing else {}
-    for stem, postings in read.items():
-        memo.put((generation, stem), version, postings)
-    return len(read)
+    return len(_read_kept(con, generation, missing, avgdl, version, memo))
 
 
 def _score_given(
@@ -362,7 +379,7 @@ def search(
     )
     if pruned is not None:
         scored = pruned
-        lacking = {term: df for term, df in weights.df.items() if term not in held}
+        lacking = _lacking(weights, held)
         if on_pruned is not None and sum(lacking.values()) <= HOLD_AFTER_PRUNE:
             on_pruned(generation, tuple(sorted(lacking)))
     elif only_ids is not None and len(only_ids) <= SQL_SCORED_IDS:
