@@ -142,27 +142,28 @@ def test_a_kept_list_too_short_for_the_places_asked_says_so() -> None:
     _same_as_every_posting(found, terms, span, 24)
 
 
+def _common_words(
+    seed: int, span: int, sizes: list[int], ties: bool, k: int
+) -> tuple[list[maxscore.Term], maxscore.CommonTop]:
+    """Common words only, and their best chunks kept for a top ``k``."""
+    common = _corpus(np.random.default_rng(seed), span, sizes, ties)
+    return common, maxscore.CommonTop.of(common, 1000, span, maxscore.depth_for(k))
+
+
 def test_common_words_alone_are_answered_from_the_kept_list() -> None:
-    rng = np.random.default_rng(11)
-    span = 120_000
-    terms = _corpus(rng, span, [50_000, 90_000], ties=True)
-    top = maxscore.CommonTop.of(terms, 1000, span, maxscore.depth_for(24))
-    found = maxscore.best_with_common([], terms, top, 1000, span, 24)
-    _same_as_every_posting(found, terms, span, 24)
+    terms, top = _common_words(11, 120_000, [50_000, 90_000], ties=True, k=24)
+    found = maxscore.best_with_common([], terms, top, 1000, 120_000, 24)
+    _same_as_every_posting(found, terms, 120_000, 24)
 
 
 def test_chunks_best_by_common_words_that_also_have_a_rare_word_count_once_with_it() -> None:
-    rng = np.random.default_rng(5)
     span = 100_000
-    common = _corpus(rng, span, [60_000, 70_000], ties=False)
-    top = maxscore.CommonTop.of(common, 1000, span, maxscore.depth_for(10))
+    common, top = _common_words(5, span, [60_000, 70_000], ties=False, k=10)
     ids = np.sort(top.ids[:6]).astype(np.int32)  # the common words' best chunks have the rare word too
     rare = [(ids, np.full(len(ids), 0.5), 0.01)]
     found = maxscore.best_with_common(rare, common, top, 1000, span, 10)
-    assert found is not None
-    expected = _every_posting_added([*rare, *common], 1000, span, 10)
-    assert [int(i) for i in found[0]] == [cid for cid, _ in expected]
-    assert len(set(found[0].tolist())) == 10
+    _same_as_every_posting(found, [*rare, *common], span, 10)
+    assert found is not None and len(set(found[0].tolist())) == 10
 
 
 @pytest.mark.parametrize("seed", range(6))
