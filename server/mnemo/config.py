@@ -102,6 +102,9 @@ class SearchSettings:
     """Longer queries are cut to this many characters, with a note in the result (bounded search time)."""
     one_per_file: bool = False
     """Only the best chunk of each file in the results (a search's ``onePerFile`` overrides it)."""
+    searches_at_once: int = 0
+    """Searches one process runs at once; more wait and start in order of arrival
+    (:mod:`mnemo.memory.search_gate`). 0: the cores the process may run on, at least 2."""
     usefulness_weight: float = 0.0
     """How much feedback on the chat turns that used a chunk (thumbs, corrections, tool results) moves its
     score: x(1 + weight x prior), prior in (-1, 1), at most 0.5. 0 = off (the default: on the benchmark it
@@ -239,6 +242,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "search.snippet_chars": (50, 100_000),
     "search.max_query_chars": (64, 1_000_000),
     "search.usefulness_weight": (0.0, 0.5),
+    "search.searches_at_once": (0, 256),
     "server.debounce_ms": (0, 60_000),
     "agent.context_window": (0, 2_000_000),
     "agent.reserve_floor": (0, 1_000_000),

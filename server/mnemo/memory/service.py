@@ -28,6 +28,7 @@ from mnemo.memory.notes import KEYWORD_ONLY_NOTE
 from mnemo.memory.reading import FileLines, read_lines
 from mnemo.memory.recording import RetrievalRecorder
 from mnemo.memory.recovery import Recovery
+from mnemo.memory.search_gate import SearchGate, search_slots
 from mnemo.memory.status import IndexState, IndexStatus, not_built, read_status
 from mnemo.search.filters import SearchFilters, check_filters
 from mnemo.search.hybrid import HybridSearcher
@@ -67,6 +68,8 @@ class MemoryService:
             # The bundled all-MiniLM-L6-v2 is English-only: CJK queries lean on BM25 (cjk_vector_weight).
             english_only_vectors=uses_bundled_english_model(settings.embedding),
         )
+        self.search_gate = SearchGate(search_slots(settings.search.searches_at_once))
+        """Searches let in at once, the others in order of arrival."""
         self.index_state = IndexState()
         self._write_lock = threading.RLock()
         self.buffers = EditorBuffers(self._apply_pending_quietly)
@@ -302,7 +305,7 @@ class MemoryService:
         if self.has_pending() and not self.apply_pending(timeout_s=PENDING_WAIT_S):
             notes.append("the index is busy; edits from the last moments may be missing")
         self.ensure_open()
-        with self.indexer.reading() as reader:
+        with self.search_gate, self.indexer.reading() as reader:
             if reader is None:
                 raise not_built(self.index_state)
             identity = reader.identity
