@@ -290,12 +290,12 @@ def run_quality(dataset: Path, engine: str, workdir: Path, modes: list[str]) -> 
 
 
 @contextmanager
-def _cluster(needed: bool, folder: Path | None = None) -> Iterator[str]:
+def _cluster(needed: bool, folder: Path | None = None, shared_buffers: str = "512MB") -> Iterator[str]:
     if not needed:
         yield ""
         return
     settings = {
-        "shared_buffers": "512MB",
+        "shared_buffers": shared_buffers,
         "work_mem": "16MB",
         "maintenance_work_mem": "1GB",
         "max_connections": "100",
@@ -394,6 +394,11 @@ def main(argv: list[str] | None = None) -> int:
         "the number of queries: a server that has seen every word (each of the 8 processes its share)",
     )
     parser.add_argument(
+        "--shared-buffers",
+        default="512MB",
+        help="PostgreSQL's shared_buffers for the throwaway cluster (the HNSW index of 100,000 notes is ~700 MB)",
+    )
+    parser.add_argument(
         "--filters", type=json.loads, help='search filters for every query, as JSON: \'{"kinds": ["daily"]}\''
     )
     args = parser.parse_args(argv)
@@ -403,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     kept: Path | None = args.reuse or args.keep
     with (
         tempfile.TemporaryDirectory(prefix="mnemo-team-", dir=args.workdir) as tmp,
-        _cluster("postgres" in engines, kept / "pg" if kept else None) as dsn,
+        _cluster("postgres" in engines, kept / "pg" if kept else None, args.shared_buffers) as dsn,
     ):
         work = kept.resolve() if kept else Path(tmp)
         for files in sizes:

@@ -4,9 +4,9 @@ A search's own Python (ranking, the keyword scan, reading rows) runs under the i
 a machine with few cores the database or the embedding model needs the same cores. Searches beyond a few
 at once gain nothing; they take turns for the lock and the cores, and the lock is not handed over in
 order of arrival: a search can lose it again and again while others finish. With 8 searches at once in
-one process, at 100,000 notes on PostgreSQL and 2 cores, the slowest twentieth took 96-166 ms; let in two
-at a time, in order of arrival, 61-88 ms, with the same median (docs/benchmarks.md, "Ninth round at
-100,000 notes").
+one process, at 100,000 notes on PostgreSQL and 2 cores, the p95 was 92-132 ms in ten runs; let in two at
+a time, in order of arrival, 62-93 ms, the median a little slower (54 -> 63 ms; docs/benchmarks.md,
+"Ninth round at 100,000 notes").
 
 :class:`SearchGate` lets ``slots`` searches in at once and the rest in the order they came: a search
 that ends hands its place to the longest waiting one, never to a newcomer.
