@@ -290,7 +290,7 @@ def run_quality(dataset: Path, engine: str, workdir: Path, modes: list[str]) -> 
 
 
 @contextmanager
-def _cluster(needed: bool, folder: Path | None = None, shared_buffers: str = "512MB") -> Iterator[str]:
+def _cluster(needed: bool, folder: Path | None = None, shared_buffers: str = "2GB") -> Iterator[str]:
     if not needed:
         yield ""
         return
@@ -395,8 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--shared-buffers",
-        default="512MB",
-        help="PostgreSQL's shared_buffers for the throwaway cluster (the HNSW index of 100,000 notes is ~700 MB)",
+        default="2GB",
+        help="PostgreSQL's shared_buffers for the throwaway cluster: room for the HNSW index (~700 MB at "
+        "100,000 notes), as docs/team.md advises (512MB before 2026-12-03)",
     )
     parser.add_argument(
         "--filters", type=json.loads, help='search filters for every query, as JSON: \'{"kinds": ["daily"]}\''
