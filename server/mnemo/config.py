@@ -104,7 +104,7 @@ class SearchSettings:
     """Only the best chunk of each file in the results (a search's ``onePerFile`` overrides it)."""
     searches_at_once: int = 0
     """Searches one process runs at once; more wait and start in order of arrival
-    (:mod:`mnemo.memory.search_gate`). 0: the cores the process may run on, at least 2."""
+    (:mod:`mnemo.memory.search_gate`). 0: the cores the process may use (affinity, cgroup quota), at least 2."""
     usefulness_weight: float = 0.0
     """How much feedback on the chat turns that used a chunk (thumbs, corrections, tool results) moves its
     score: x(1 + weight x prior), prior in (-1, 1), at most 0.5. 0 = off (the default: on the benchmark it

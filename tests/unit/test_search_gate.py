@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from mnemo.embeddings import threads
 from mnemo.memory import search_gate
 from mnemo.memory.search_gate import SearchGate, search_slots
 
@@ -104,9 +105,13 @@ def test_a_waiter_interrupted_gives_its_turn_back(monkeypatch: pytest.MonkeyPatc
 
 def test_slots_from_the_setting_or_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     assert search_slots(3) == 3
-    monkeypatch.setattr(search_gate.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5}, raising=False)
+    monkeypatch.setattr(threads, "allowed_cpus", lambda: set(range(64)))
+    monkeypatch.setattr(threads, "physical_cores", lambda cpus: len(cpus))
+    monkeypatch.setattr(threads, "cgroup_cpu_limit", lambda: None)
+    assert search_slots(0) == 64
+    monkeypatch.setattr(threads, "cgroup_cpu_limit", lambda: 6)  # a container's quota on a large host
     assert search_slots(0) == 6
-    monkeypatch.setattr(search_gate.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(threads, "allowed_cpus", lambda: {0})
     assert search_slots(0) == search_gate.MIN_SLOTS
     with pytest.raises(ValueError, match="at least one slot"):
         SearchGate(0)

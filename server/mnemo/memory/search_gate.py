@@ -15,9 +15,10 @@ that ends hands its place to the longest waiting one, never to a newcomer.
 from __future__ import annotations
 
 import collections
-import os
 import threading
 from types import TracebackType
+
+from mnemo.embeddings.threads import usable_cores
 
 MIN_SLOTS = 2
 """At least one search's Python while another waits for the database."""
@@ -25,14 +26,11 @@ MIN_SLOTS = 2
 
 def search_slots(setting: int) -> int:
     """Searches let in at once for ``[search] searches_at_once``: the setting, or with 0 the cores
-    this process may run on (at least :data:`MIN_SLOTS`)."""
+    this process may use (its affinity and a cgroup quota: a container given 2 cores of a 64-core host
+    gets 2), at least :data:`MIN_SLOTS`."""
     if setting > 0:
         return setting
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(MIN_SLOTS, cores)
+    return max(MIN_SLOTS, usable_cores())
 
 
 class SearchGate:
