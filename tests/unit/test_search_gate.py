@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from mnemo.embeddings import threads
+from mnemo.errors import SearchCancelled
 from mnemo.memory import search_gate
 from mnemo.memory.search_gate import SearchGate, search_slots
 
@@ -160,3 +161,48 @@ def test_the_default_is_the_cores(
 ) -> None:
     memory = services_factory(make_workspace({"MEMORY.md": "# Memory\n"})).memory
     assert memory.search_gate.slots == search_slots(0) >= search_gate.MIN_SLOTS
+
+
+def test_a_search_cancelled_while_it_waits_does_not_run(
+    make_workspace: Callable[..., Path], services_factory: Callable[..., Any]
+) -> None:
+    """An editor's search-as-you-type cancels each search the next keystroke replaces: one still waiting
+    for its turn is dropped, not run after the others."""
+    root = make_workspace(
+        {"MEMORY.md": "# Memory\n\nThe quokka likes deployments.\n"}, toml="[search]\nsearches_at_once = 1\n"
+    )
+    memory = services_factory(root).memory
+    memory.sync()
+    reading = memory.indexer.reading
+    reads = [0]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads[0] += 1
+        return reading(*args, **kwargs)
+
+    memory.indexer.reading = counted
+    outcomes: dict[str, object] = {}
+
+    def search(name: str, cancelled: threading.Event) -> None:
+        try:
+            outcomes[name] = memory.search("quokka", record=False, cancelled=cancelled).results[0].path
+        except SearchCancelled as exc:
+            outcomes[name] = exc
+
+    memory.search_gate.__enter__()  # a search inside
+    stale, wanted = threading.Event(), threading.Event()
+    threads = []
+    for name, event in (("stale", stale), ("wanted", wanted)):
+        before = memory.search_gate.waiting
+        thread = threading.Thread(target=search, args=(name, event), daemon=True)
+        thread.start()
+        _wait_until(lambda before=before: memory.search_gate.waiting == before + 1)  # type: ignore[misc]
+        threads.append(thread)
+    stale.set()
+    memory.search_gate.__exit__(None, None, None)
+    for thread in threads:
+        thread.join(BOUND_S)
+    assert isinstance(outcomes["stale"], SearchCancelled)
+    assert outcomes["wanted"] == "MEMORY.md"
+    assert reads[0] == 1  # only the wanted search read the index
+    assert memory.search_gate.waiting == 0

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
-from mnemo.errors import IndexBusy, MnemoError
+from mnemo.errors import IndexBusy, MnemoError, SearchCancelled
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.engine import IndexEngine
 from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
@@ -264,10 +264,14 @@ class MemoryService:
         record: bool = True,
         filters: object = None,
         one_per_file: bool | None = None,
+        cancelled: threading.Event | None = None,
     ) -> SearchOutcome:
         """``record=False``: an internal look-up (a duplicate check), not counted in retrieval statistics.
         ``filters``: a JSON object or :class:`~mnemo.search.filters.SearchFilters` (checked here).
-        ``one_per_file``: only each file's best chunk (None: ``[search] one_per_file``)."""
+        ``one_per_file``: only each file's best chunk (None: ``[search] one_per_file``). ``cancelled``:
+        set by a caller that no longer wants the answer (an editor's search as the user types); a search
+        still waiting for its turn (:mod:`mnemo.memory.search_gate`) then raises
+        :class:`~mnemo.errors.SearchCancelled` instead of running."""
         query, max_results, notes = check_search(
             query, max_results, sources, self.settings.search.max_query_chars
         )
@@ -282,6 +286,7 @@ class MemoryService:
                 today=today,
                 filters=checked,
                 one_per_file=one_per_file,
+                cancelled=cancelled,
             )
         )
         if record:
@@ -299,33 +304,37 @@ class MemoryService:
         today: date | None,
         filters: SearchFilters | None = None,
         one_per_file: bool | None = None,
+        cancelled: threading.Event | None = None,
     ) -> SearchOutcome:
         """The index part of :meth:`search` (its arguments already checked)."""
         notes = list(checked_notes)  # a retry after a repair starts again from these
         if self.has_pending() and not self.apply_pending(timeout_s=PENDING_WAIT_S):
             notes.append("the index is busy; edits from the last moments may be missing")
         self.ensure_open()
-        with self.search_gate, self.indexer.reading() as reader:
-            if reader is None:
-                raise not_built(self.index_state)
-            identity = reader.identity
-            dims, mismatch = self.indexer.vector_dims(), self.indexer.mismatch_note()
-            embedded, total = self.vectors.counts(reader) if dims > 0 else (0, 0)
-            if dims > 0 and embedded < total:
-                notes.append(self.vectors.note(embedded, total))
-                if embedded == 0:  # nothing to compare a query vector with yet
-                    dims = 0
-            with self.vectors.searching():  # the embedding thread lets the query's embedding go first
-                outcome = self._searcher(one_per_file).search_with_prior(
-                    reader,
-                    query,
-                    k=max_results or self.settings.search.max_results,
-                    dims=dims,
-                    min_score=min_score,
-                    sources=sources,
-                    today=today,
-                    filters=filters,
-                )
+        with self.search_gate:  # searches in order of arrival, a few at once
+            if cancelled is not None and cancelled.is_set():
+                raise SearchCancelled("search cancelled before its turn")
+            with self.indexer.reading() as reader:
+                if reader is None:
+                    raise not_built(self.index_state)
+                identity = reader.identity
+                dims, mismatch = self.indexer.vector_dims(), self.indexer.mismatch_note()
+                embedded, total = self.vectors.counts(reader) if dims > 0 else (0, 0)
+                if dims > 0 and embedded < total:
+                    notes.append(self.vectors.note(embedded, total))
+                    if embedded == 0:  # nothing to compare a query vector with yet
+                        dims = 0
+                with self.vectors.searching():  # the embedding thread lets the query's embedding go first
+                    outcome = self._searcher(one_per_file).search_with_prior(
+                        reader,
+                        query,
+                        k=max_results or self.settings.search.max_results,
+                        dims=dims,
+                        min_score=min_score,
+                        sources=sources,
+                        today=today,
+                        filters=filters,
+                    )
         outcome.notes.extend(notes)
         if mismatch:  # an index built for another model: searched as it is, never rebuilt by a read
             outcome.notes.append(mismatch)

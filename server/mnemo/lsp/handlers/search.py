@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
@@ -22,6 +23,7 @@ def register(server: MnemoLanguageServer) -> None:
         p = protocol.SearchParams.parse(params)
         from mnemo.embeddings import EmbeddingError  # NumPy: loaded by then, not before `initialize`
 
+        cancelled = threading.Event()  # $/cancelRequest: a search still waiting for its turn is skipped
         try:
             outcome = await asyncio.to_thread(
                 ls.core.memory.search,
@@ -31,7 +33,11 @@ def register(server: MnemoLanguageServer) -> None:
                 sources=p.sources,
                 filters=p.filters,
                 one_per_file=p.one_per_file,
+                cancelled=cancelled,
             )
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
         except InvalidInput as exc:  # a bound the core checks (maxResults, filters, sources)
             raise JsonRpcInvalidParams(str(exc)) from exc
         except (MnemoError, EmbeddingError) as exc:
