@@ -290,7 +290,7 @@ def run_quality(dataset: Path, engine: str, workdir: Path, modes: list[str]) -> 
 
 
 @contextmanager
-def _cluster(needed: bool, folder: Path | None = None, shared_buffers: str = "2GB") -> Iterator[str]:
+def _cluster(needed: bool, folder: Path | None, shared_buffers: str) -> Iterator[str]:
     if not needed:
         yield ""
         return

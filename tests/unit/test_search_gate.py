@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -25,22 +26,26 @@ def _wait_until(condition: Callable[[], bool]) -> None:
         time.sleep(0.002)
 
 
-def _queue_in_order(gate: SearchGate, names: list[str], entered: list[str]) -> list[threading.Thread]:
-    """A thread per name, each waiting at the gate before the next one starts; each records its entry
-    and leaves at once."""
-
-    def run(name: str) -> None:
-        with gate:
-            entered.append(name)
-
+def _queue(gate: SearchGate, runs: list[Callable[[], None]]) -> list[threading.Thread]:
+    """A thread per run, each started once the one before waits at the gate (the gate held meanwhile)."""
     threads = []
-    for name in names:
+    for run in runs:
         before = gate.waiting
-        thread = threading.Thread(target=run, args=(name,), daemon=True)
+        thread = threading.Thread(target=run, daemon=True)
         thread.start()
         _wait_until(lambda before=before: gate.waiting == before + 1)  # type: ignore[misc]
         threads.append(thread)
     return threads
+
+
+def _entering(gate: SearchGate, name: str, entered: list[str]) -> Callable[[], None]:
+    """A search that records its entry and leaves at once."""
+
+    def run() -> None:
+        with gate:
+            entered.append(name)
+
+    return run
 
 
 def test_at_most_slots_inside_at_once() -> None:
@@ -70,7 +75,7 @@ def test_waiting_searches_come_in_order_of_arrival_and_no_newcomer_jumps_the_que
     gate = SearchGate(1)
     entered: list[str] = []
     gate.__enter__()  # a search inside
-    threads = _queue_in_order(gate, ["first", "second", "third"], entered)
+    threads = _queue(gate, [_entering(gate, name, entered) for name in ("first", "second", "third")])
     # The search inside ends and at once asks again, as a client searching in a loop does: it queues
     # behind the three (a plain semaphore let it straight back in, and the others waited for its whole
     # run: 8 threads' p95 went over 100 ms).
@@ -191,13 +196,10 @@ def test_a_search_cancelled_while_it_waits_does_not_run(
 
     memory.search_gate.__enter__()  # a search inside
     stale, wanted = threading.Event(), threading.Event()
-    threads = []
-    for name, event in (("stale", stale), ("wanted", wanted)):
-        before = memory.search_gate.waiting
-        thread = threading.Thread(target=search, args=(name, event), daemon=True)
-        thread.start()
-        _wait_until(lambda before=before: memory.search_gate.waiting == before + 1)  # type: ignore[misc]
-        threads.append(thread)
+    threads = _queue(
+        memory.search_gate,
+        [functools.partial(search, "stale", stale), functools.partial(search, "wanted", wanted)],
+    )
     stale.set()
     memory.search_gate.__exit__(None, None, None)
     for thread in threads:

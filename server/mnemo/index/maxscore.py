@@ -78,15 +78,20 @@ array of the span: at 100,000 notes the rare words of a query with common ones h
 and finding them again in an array of 357,000 chunks took ~0.5 ms a search."""
 
 
+def sparse_sums(terms: Sequence[Term]) -> tuple[np.ndarray, np.ndarray]:
+    """The chunks with a posting in ``terms`` (ascending ids) and the sum of their scores, by sorting the
+    postings instead of adding them into an array of the whole id span; added in the order of ``terms``."""
+    ids = np.concatenate([term[0] for term in terms]).astype(np.int64)
+    unique, inverse = np.unique(ids, return_inverse=True)
+    scores = np.concatenate([shares * weight for _, shares, weight in terms])
+    return unique, np.bincount(inverse, weights=scores, minlength=len(unique))
+
+
 def sums_by_id(terms: Sequence[Term], lo: int, span: int) -> tuple[np.ndarray, np.ndarray]:
     """The chunks with a posting in ``terms`` (ascending ids, every one in ``[lo, lo + span)``) and the
     sum of their scores, added in the order of ``terms`` either way (the same floats)."""
-    count = sum(len(term[0]) for term in terms)
-    if count * SPARSE_SPAN_FACTOR < span:
-        ids = np.concatenate([term[0] for term in terms]).astype(np.int64)
-        unique, inverse = np.unique(ids, return_inverse=True)
-        scores = np.concatenate([shares * weight for _, shares, weight in terms])
-        return unique, np.bincount(inverse, weights=scores, minlength=len(unique))
+    if sum(len(term[0]) for term in terms) * SPARSE_SPAN_FACTOR < span:
+        return sparse_sums(terms)
     dense = np.zeros(span)
     for term in terms:
         add_into(dense, term, lo)

@@ -35,6 +35,7 @@ from mnemo.index.maxscore import (
     best_with_common,
     depth_for,
     found_in,
+    sparse_sums,
 )
 from mnemo.index.pg_arrays import array_cursor
 from mnemo.index.pg_memos import CommonTops, Postings, PostingsMemo, SnapshotWeights
@@ -315,9 +316,7 @@ def _score(
     lo = min(int(p[0][0]) for p, _ in parts)
     span = max(int(p[0][-1]) for p, _ in parts) - lo + 1
     if span > max(DENSE_SPAN_FACTOR * sum(len(p[0]) for p, _ in parts), 1 << 20):
-        ids = np.concatenate([p[0] for p, _ in parts])
-        unique, inverse = np.unique(ids, return_inverse=True)
-        scores = np.bincount(inverse, weights=np.concatenate([p[1] * idf for p, idf in parts]))
+        unique, scores = sparse_sums([(ids, share, idf) for (ids, share), idf in parts])
         order = best_first(unique, scores, limit, only_ids)
         chosen, chosen_scores = unique[order], scores[order]
     elif only_ids is None:

@@ -125,8 +125,6 @@ def redundancy(a: Focus, b: Focus) -> float:
     ``b`` does not, else the token overlap of their lines (the least one of ``a``'s tied lines has)."""
     if not a.matched <= b.matched:
         return 0.0
-    if not a.ties and not b.ties:  # one line each, as most chunks have
-        return jaccard(a.tokens, b.tokens)
     mine, theirs = (a.tokens, *a.ties), (b.tokens, *b.ties)
     return min(max(jaccard(x, y) for y in theirs) for x in mine)
 
