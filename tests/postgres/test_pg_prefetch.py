@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,6 +148,32 @@ def test_a_failed_read_behind_a_search_loses_nothing_and_the_next_ask_is_read(
     finally:
         prefetch.close()
     assert _prefetch_threads() == []
+
+
+def test_closing_cancels_a_read_whose_query_had_not_reached_the_server(
+    pg_dsn: str, indexer: PgIndexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race CI met: close() cancelled between the thread taking its connection and sending the
+    query, so the cancel hit nothing and close() waited out its timeout for a long read."""
+    started = threading.Event()
+
+    def late(con: psycopg.Connection, *_: object) -> int:
+        started.set()
+        time.sleep(0.5)  # the first cancel comes now, before the query
+        con.execute("SELECT pg_sleep(120)")
+        return 0
+
+    monkeypatch.setattr(pg_terms, "hold_postings", late)
+    prefetch = PostingsPrefetch(lambda: ReaderPool(pg_dsn), PostingsMemo())
+    prefetch.want(1, ("ledger",))
+    assert started.wait(30)
+    prefetch.close(timeout=10)
+    assert _prefetch_threads() == [], "the read was cancelled once its query had started"
+    with psycopg.connect(pg_dsn, autocommit=True) as con:
+        sleeping = con.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(120)%'"
+        )
+        assert sleeping.fetchone() == (0,), "no query left running on the server"
 
 
 def test_closing_cancels_the_read_under_way(

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 import psycopg
@@ -41,6 +42,9 @@ QUEUED_MOST = 8
 Ask = tuple[int, tuple[str, ...]]
 """(generation, stems) whose postings to hold."""
 
+CANCEL_AGAIN_S = 0.1
+"""How often :meth:`PostingsPrefetch.close` cancels again while the thread has not ended."""
+
 
 class PostingsPrefetch:
     """Holds pruned searches' postings in ``memo``, read on a thread that has a reader pool of its own
@@ -55,8 +59,8 @@ class PostingsPrefetch:
         self._asks: queue.Queue[Ask | None] = queue.Queue()
         """The running thread's asks (each thread has its own: a closed one may still be reading)."""
         self._thread: threading.Thread | None = None
-        self._con: psycopg.Connection | None = None
-        """The connection of the read under way, if any."""
+        self._reading: dict[threading.Thread, psycopg.Connection] = {}
+        """Each thread's connection while it reads (a closed thread may still be reading)."""
         self._idle = threading.Condition(self._lock)
         self._busy = 0
         """Asks taken and not yet done, waiting ones included."""
@@ -97,13 +101,14 @@ class PostingsPrefetch:
             pool.close()
 
     def _hold(self, con: psycopg.Connection, ask: Ask) -> None:
+        me = threading.current_thread()
         with self._lock:
-            self._con = con
+            self._reading[me] = con
         try:
             pg_terms.hold_postings(con, ask[0], ask[1], self._memo)
         finally:
             with self._lock:
-                self._con = None
+                del self._reading[me]
 
     def wait_idle(self, timeout: float) -> bool:
         """Whether every ask made so far was done within ``timeout`` seconds (tests, benchmarks)."""
@@ -114,7 +119,6 @@ class PostingsPrefetch:
         """Cancel the read under way, drop the waiting asks and stop the thread."""
         with self._lock:
             thread, self._thread = self._thread, None
-            con, self._con = self._con, None
             if thread is None:
                 return
             with contextlib.suppress(queue.Empty):
@@ -125,7 +129,13 @@ class PostingsPrefetch:
                         self._busy -= 1
             self._asks.put(None)
             self._idle.notify_all()
-        if con is not None:  # the thread's own pool's: no other search's query can be cancelled
-            with contextlib.suppress(psycopg.Error):
-                con.cancel_safe(timeout=timeout)
-        thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        while thread.is_alive() and time.monotonic() < deadline:
+            # Again until the thread ends: a cancel that comes before its query reaches the server
+            # cancels nothing (the thread's own pool's connection: no other search's query is hit).
+            with self._lock:
+                con = self._reading.get(thread)
+            if con is not None:
+                with contextlib.suppress(psycopg.Error):
+                    con.cancel_safe(timeout=max(0.1, deadline - time.monotonic()))
+            thread.join(min(CANCEL_AGAIN_S, max(0.0, deadline - time.monotonic())))
