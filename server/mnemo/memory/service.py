@@ -7,7 +7,6 @@ search sees the text the user just typed instead of stale results.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -16,22 +15,20 @@ from typing import TypeVar
 
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
-from mnemo.errors import IndexBusy, MnemoError, SearchCancelled
+from mnemo.errors import IndexBusy, MnemoError
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.engine import IndexEngine
 from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
 from mnemo.memory.background_vectors import FEW_PENDING, PendingVectors, Vectors
 from mnemo.memory.buffers import EditorBuffers, apply_edits
 from mnemo.memory.feedback import FeedbackBook, FeedbackResult
+from mnemo.memory.index_search import IndexSearch
 from mnemo.memory.limits import check_search
-from mnemo.memory.notes import KEYWORD_ONLY_NOTE
 from mnemo.memory.reading import FileLines, read_lines
 from mnemo.memory.recording import RetrievalRecorder
 from mnemo.memory.recovery import Recovery
-from mnemo.memory.search_gate import SearchGate, search_slots
-from mnemo.memory.status import IndexState, IndexStatus, not_built, read_status
+from mnemo.memory.status import IndexState, IndexStatus, read_status
 from mnemo.search.filters import SearchFilters, check_filters
-from mnemo.search.hybrid import HybridSearcher
 from mnemo.search.results import SearchOutcome
 from mnemo.workspace.layout import Workspace
 
@@ -62,14 +59,6 @@ class MemoryService:
         self.embedder = embedder
         self.config_problems = list(config_problems)
         self.indexer: IndexEngine = indexer or Indexer(workspace, embedder, settings.index, settings.chunking)
-        self.searcher = HybridSearcher(
-            embedder,
-            settings.search,
-            # The bundled all-MiniLM-L6-v2 is English-only: CJK queries lean on BM25 (cjk_vector_weight).
-            english_only_vectors=uses_bundled_english_model(settings.embedding),
-        )
-        self.search_gate = SearchGate(search_slots(settings.search.searches_at_once))
-        """Searches let in at once, the others in order of arrival."""
         self.index_state = IndexState()
         self._write_lock = threading.RLock()
         self.buffers = EditorBuffers(self._apply_pending_quietly)
@@ -94,6 +83,18 @@ class MemoryService:
             self.indexer, self._write_lock, self._recovering, lambda: self.generation, self._changed
         )
         """Vectors committed after the keyword side: the embedding thread, counts and notes."""
+        self.index_search = IndexSearch(
+            embedder,
+            settings.search,
+            self.indexer,
+            self.vectors,
+            self.index_state,
+            # The bundled all-MiniLM-L6-v2 is English-only: CJK queries lean on BM25 (cjk_vector_weight).
+            english_only_vectors=uses_bundled_english_model(settings.embedding),
+        )
+        """The index part of a search: its turn at the gate, one reader, the ranking."""
+        self.searcher = self.index_search.searcher
+        self.search_gate = self.index_search.gate
 
     # -- indexing -------------------------------------------------------------------------------
     def sync(
@@ -311,36 +312,17 @@ class MemoryService:
         if self.has_pending() and not self.apply_pending(timeout_s=PENDING_WAIT_S):
             notes.append("the index is busy; edits from the last moments may be missing")
         self.ensure_open()
-        with self.search_gate:  # searches in order of arrival, a few at once
-            if cancelled is not None and cancelled.is_set():
-                raise SearchCancelled("search cancelled before its turn")
-            with self.indexer.reading() as reader:
-                if reader is None:
-                    raise not_built(self.index_state)
-                identity = reader.identity
-                dims, mismatch = self.indexer.vector_dims(), self.indexer.mismatch_note()
-                embedded, total = self.vectors.counts(reader) if dims > 0 else (0, 0)
-                if dims > 0 and embedded < total:
-                    notes.append(self.vectors.note(embedded, total))
-                    if embedded == 0:  # nothing to compare a query vector with yet
-                        dims = 0
-                with self.vectors.searching():  # the embedding thread lets the query's embedding go first
-                    outcome = self._searcher(one_per_file).search_with_prior(
-                        reader,
-                        query,
-                        k=max_results or self.settings.search.max_results,
-                        dims=dims,
-                        min_score=min_score,
-                        sources=sources,
-                        today=today,
-                        filters=filters,
-                    )
-        outcome.notes.extend(notes)
-        if mismatch:  # an index built for another model: searched as it is, never rebuilt by a read
-            outcome.notes.append(mismatch)
-        elif identity.dims == 0:
-            outcome.notes.append(KEYWORD_ONLY_NOTE)
-        return outcome
+        return self.index_search.run(
+            query,
+            notes,
+            max_results=max_results,
+            min_score=min_score,
+            sources=sources,
+            today=today,
+            filters=filters,
+            one_per_file=one_per_file,
+            cancelled=cancelled,
+        )
 
     def record_feedback(self, session_id: str, turn: int | None, useful: bool) -> FeedbackResult:
         """Whether a chat turn's recalled memories helped (:meth:`FeedbackBook.record`; None: the latest turn)."""
@@ -349,17 +331,6 @@ class MemoryService:
     def harvest_feedback(self, session_id: str) -> list[FeedbackResult]:
         """A transcript's implicit signals (:meth:`FeedbackBook.harvest`), repaired as any other write."""
         return self._recovering(lambda: self.feedback.harvest(session_id))
-
-    def _searcher(self, one_per_file: bool | None) -> HybridSearcher:
-        """The searcher, with ``one_per_file`` when a search asks otherwise than the settings."""
-        s = self.settings.search
-        if one_per_file is None or one_per_file == s.one_per_file:
-            return self.searcher
-        return HybridSearcher(
-            self.embedder,
-            dataclasses.replace(s, one_per_file=one_per_file),
-            english_only_vectors=self.searcher.english_only_vectors,
-        )
 
     # -- surviving DuckDB internal errors (mnemo.memory.recovery) ---------------------------------------
     def _recovering(self, call: Callable[[], T]) -> T:
