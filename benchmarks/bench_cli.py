@@ -1,9 +1,11 @@
 """`mnemo search` from the command line: CPU, wall time and peak RSS of the whole process, side by side.
 
     python benchmarks/bench_cli.py [--files 2000] [--rounds 3] [--queries 4] [--before DIR] [--qmd] [--index]
+    python benchmarks/bench_cli.py --corpus zh:1000 --qmd --index       # or cmrc, msmarco (--data-dir)
 
-A synthetic English workspace of ``--files`` notes (benchmarks/synthetic.py) indexed in keyword mode
-(``embedding.provider = "none"``, as QMD's ``qmd search``) is searched by its needle questions, every
+A synthetic English workspace of ``--files`` notes (benchmarks/synthetic.py), or ``--corpus`` as
+benchmarks/peers/run.py names them (``zh:1000``, ``cmrc``, ``msmarco[:docs=N]``), indexed in keyword mode
+(``embedding.provider = "none"``, as QMD's ``qmd search``) is searched by its scored questions, every
 system in turn, round after round (so a change of machine load hits all of them alike):
 
 - ``one-shot``: this tree's ``mnemo search --json -k 10`` with no server (the index opened read-only);
@@ -117,7 +119,7 @@ def stop_daemon(pid: int) -> None:
         time.sleep(0.1)
 
 
-def qmd_system(ws: Path, root: Path) -> System:
+def qmd_system(ws: Path, root: Path, lang: str) -> System:
     from benchmarks.peers.corpora import Corpus
     from benchmarks.peers.install import layout
     from benchmarks.peers.peer_systems import Qmd
@@ -126,7 +128,7 @@ def qmd_system(ws: Path, root: Path) -> System:
     if not peers.qmd_pkg.is_dir():
         raise SystemExit("QMD is not installed: python benchmarks/peers/install.py")
     files = {p.relative_to(ws).as_posix(): p.read_text(encoding="utf-8") for p in ws.rglob("*.md")}
-    qmd = Qmd(root, Corpus("bench-cli", "en", files, [], {}), "keyword", peers)
+    qmd = Qmd(root, Corpus("bench-cli", lang, files, [], {}), "keyword", peers)
     qmd.setup()
     qmd.full_index()
     command = [str(peers.node), qmd.cli, "search", "--format", "json", "-n", "10"]
@@ -153,7 +155,9 @@ def measure(systems: list[System], daemon: System | None, queries: list[str], ro
             stop_daemon(pid)
 
 
-def index_systems(ws: Path, root: Path, env: dict[str, str], qmd: bool) -> list[tuple[System, System]]:
+def index_systems(
+    ws: Path, root: Path, env: dict[str, str], qmd: bool, lang: str
+) -> list[tuple[System, System]]:
     """(full index, no-op re-index) command pairs; a full run starts from a fresh copy each time."""
     fresh = root / "fresh"
     clean = f"rm -rf {fresh} && cp -r {ws} {fresh} && rm -rf {fresh}/.mnemo"
@@ -169,7 +173,7 @@ def index_systems(ws: Path, root: Path, env: dict[str, str], qmd: bool) -> list[
 
         peers = layout()
         qroot = root / "qmd-index"
-        q = qmd_system(ws, qroot)
+        q = qmd_system(ws, qroot, lang)
         cli = q.command[1]
         add = [str(peers.node), cli, "collection", "add", str(ws), "--name", "mem", "--mask", "**/*.md"]
         reset = f"rm -rf {qroot / 'cache'} {qroot / 'config' / 'index.yml'}"
@@ -201,7 +205,7 @@ def measure_index(pairs: list[tuple[System, System]], daemon: System | None, rou
 
 def report(systems: list[System], args: argparse.Namespace, chunks: str) -> str:
     lines = [
-        f"`python benchmarks/bench_cli.py {' '.join(sys.argv[1:])}` ({args.files} notes, {chunks}, "
+        f"`python benchmarks/bench_cli.py {' '.join(sys.argv[1:])}` ({args.corpus or args.files} notes, {chunks}, "
         f"{args.rounds} rounds x {args.queries} queries, medians)",
         "",
         "| | CPU s (user+sys) | wall s | peak RSS MB | server CPU s per call | load (1/5/15 min) at each round |",
@@ -217,11 +221,30 @@ def report(systems: list[System], args: argparse.Namespace, chunks: str) -> str:
     return "\n".join(lines)
 
 
+def write_corpus(args: argparse.Namespace, ws: Path) -> tuple[list[str], str]:
+    """Write the workspace; its first ``--queries`` scored questions and its language."""
+    if args.corpus:
+        from benchmarks.peers.corpora import load
+
+        corpus = load(args.corpus, args.data_dir, latency_queries=0)
+        corpus.write(ws)
+        return [text for _, text in corpus.scored[: args.queries]], corpus.lang
+    spec = generate(args.files, "en", write_to=ws)
+    return [n.query for n in spec.needles[: args.queries]], "en"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--files", type=int, default=2000, help="synthetic English notes (default 2000)")
+    parser.add_argument(
+        "--corpus",
+        help="instead: a corpus as benchmarks/peers/run.py names it (zh:1000, cmrc, msmarco:docs=N)",
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, default=ROOT.parent / "shared" / "data", help="BEIR sets (cmrc, msmarco)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", type=int, default=4)
     parser.add_argument("--before", type=Path, help="another source tree's server/ folder to compare with")
@@ -236,12 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="mnemo-bench-cli-") as tmp:
         ws = Path(tmp) / "ws"
-        spec = generate(args.files, "en", write_to=ws)
+        queries, lang = write_corpus(args, ws)
         (ws / "mnemo.toml").write_text('[embedding]\nprovider = "none"\n', encoding="utf-8")
         env = python_env()
         mnemo_cli("index", "-w", str(ws), env=env)
         status = json.loads(mnemo_cli("status", "--json", "-w", str(ws), env=env).stdout)
-        queries = [n.query for n in spec.needles[: args.queries]]
         command = [sys.executable, "-m", "mnemo", "search", "--json", "-k", "10", "-w", str(ws)]
         systems = [System("mnemo one-shot", command, env)]
         if args.before:  # its own copy, indexed by that tree (an index of another schema is rebuilt)
@@ -251,12 +273,12 @@ def main(argv: list[str] | None = None) -> int:
             old_command = [*command[:-1], str(old_ws)]
             systems.append(System("mnemo before", old_command, old_env))
         if args.qmd:
-            systems.append(qmd_system(ws, Path(tmp) / "qmd"))
+            systems.append(qmd_system(ws, Path(tmp) / "qmd", lang))
         daemon = None if args.no_daemon else System("mnemo via daemon (client)", command, env)
         measure(systems, daemon, queries, args.rounds, ws)
         shown = [*systems, *([daemon] if daemon else [])]
         if args.index:
-            pairs = index_systems(ws, Path(tmp), env, args.qmd)
+            pairs = index_systems(ws, Path(tmp), env, args.qmd, lang)
             index_daemon = (
                 None
                 if args.no_daemon

@@ -12,9 +12,21 @@ tests/test_architecture.py every other module from importing DuckDB but through 
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable
 
-import _duckdb as duckdb
+# Loaded with lazy binding: CPython opens extension modules with RTLD_NOW, which resolves every one of
+# the 60 MB library's ~25,000 function symbols before the first call; lazy binding resolves a function
+# at its first call, so a one-shot search pays only for the few it reaches (~8 ms less CPU a process,
+# docs/benchmarks.md, "Tenth round"). Nothing else changes: a missing symbol would fail at its call
+# instead of at the import, and the wheel is built against the same glibc either way.
+_FLAGS = sys.getdlopenflags()
+sys.setdlopenflags((_FLAGS & ~os.RTLD_NOW) | os.RTLD_LAZY)
+try:
+    import _duckdb as duckdb
+finally:
+    sys.setdlopenflags(_FLAGS)
 
 __all__ = ["duckdb", "sql_double", "sql_ids", "sql_strings"]
 
