@@ -16,7 +16,7 @@ from tests.conftest import HashEmbedder
 
 from mnemo.config import load_settings
 from mnemo.index import pending
-from mnemo.index.reader import vector_literal
+from mnemo.index.reader_sql import vector_literal
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.memory.service import MemoryService
 from mnemo.workspace.layout import Workspace

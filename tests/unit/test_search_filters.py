@@ -10,7 +10,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from mnemo.index.reader import vector_literal, vector_query
+from mnemo.index.reader_sql import vector_literal, vector_query
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 from mnemo.memory.limits import InvalidInput
 from mnemo.search.filters import check_filters

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mnemo.index import pending
-from mnemo.index.reader import vector_literal, vector_query
+from mnemo.index.reader_sql import vector_literal, vector_query
 from mnemo.index.store import ChunkRow, ChunkStore, IndexIdentity
 
 

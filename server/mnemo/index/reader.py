@@ -3,8 +3,9 @@
 Every read the search and the services make goes through it, so their SQL lives here: counts, file
 problems, chunk statistics for hovers and lenses, chunk rows and vectors by id, nearest neighbours on
 the HNSW index, BM25 (the writer's in-memory postings when given, else the fts tables) and the chunk
-ids a search filter allows. :meth:`mnemo.index.indexer.Indexer.reading` hands one out, holding the
-generation against a swap while it is used.
+ids a search filter allows (the SQL pieces they share are in :mod:`mnemo.index.reader_sql`).
+:meth:`mnemo.index.indexer.Indexer.reading` hands one out, holding the generation against a swap while
+it is used.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from operator import methodcaller
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mnemo.index.duckdb_native import duckdb, id_ranges, sql_ids
+from mnemo.index.duckdb_native import duckdb, id_ranges
 
 if TYPE_CHECKING:  # NumPy is loaded by the reads that return vectors: a keyword one-shot never does
     import numpy as np
@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # NumPy is loaded by the reads that return vectors: a keyword
 
 from mnemo.index import feedback, fts
 from mnemo.index.api import (
-    MEMORY_FILES,
     ChunkFilter,
     ChunkRecord,
     ChunkStats,
@@ -38,75 +37,21 @@ from mnemo.index.api import (
     VectorHit,
 )
 from mnemo.index.feedback import Tally
-from mnemo.index.versioned_memo import VersionedMemo
-from mnemo.workspace.layout import FileKind
+from mnemo.index.reader_sql import (
+    FETCHALL,
+    FETCHNUMPY,
+    RECORD_COLUMNS,
+    CountsMemo,
+    filter_condition,
+    float32_rows,
+    record_of,
+    rows_by_id,
+    vector_literal,
+    vector_query,
+)
 
-_MEMORY = "(" + ", ".join(f"'{name}'" for name in MEMORY_FILES) + ")"
-_KIND_SQL = {
-    "memory": f"c.path IN {_MEMORY}",
-    "topic": f"(c.kind = 'evergreen' AND c.path NOT IN {_MEMORY})",
-    **{kind.value: f"c.kind = '{kind.value}'" for kind in FileKind},
-}
-_RECORD = "id, key, path, source, kind, day, start_line, end_line, heading, text"
 RECORD_PAGE = 2048
 """Rows a page when the writer's record cache loads every chunk (:meth:`DuckReader._every_record`)."""
-
-
-def vector_literal(vector: np.ndarray) -> str:
-    """A FLOAT[n] SQL constant of a float vector (only ever built from our own embeddings): one string
-    cast, which DuckDB parses ~5x faster than a list of 384 numeric literals, and exactly (9 digits
-    round-trip a float32; numeric literals went through DECIMAL and could miss by one ulp)."""
-    values = ",".join(format(float(x), ".9g") for x in vector)
-    return f"'[{values}]'::FLOAT[{len(vector)}]"
-
-
-def vector_query(literal: str, limit: int, *, within: Sequence[int] | None = None) -> str:
-    """Nearest chunks by cosine distance, in the shape DuckDB's vss rewrites to an HNSW index scan;
-    ``within``: only those chunk ids (a filtered search: an exact scan), inlined (:func:`sql_ids`)."""
-    where = f"WHERE id IN (SELECT unnest([{sql_ids(within)}]::BIGINT[])) " if within is not None else ""
-    return (
-        f"SELECT id, array_cosine_distance(embedding, {literal}) AS distance FROM chunks {where}"
-        f"ORDER BY distance LIMIT {int(limit)}"
-    )
-
-
-def filter_condition(f: ChunkFilter) -> tuple[str, list[object]]:
-    """The SQL condition of a search filter over ``chunks c LEFT JOIN file_meta m``, and its parameters."""
-    parts: list[str] = []
-    params: list[object] = []
-    if f.kinds:
-        parts.append("(" + " OR ".join(_KIND_SQL[k] for k in f.kinds) + ")")
-    if f.tags:
-        parts.append("list_has_all(coalesce(m.tags, []::VARCHAR[]), ?::VARCHAR[])")
-        params.append(list(f.tags))
-    for name, value in (("project", f.project), ("type", f.type)):
-        if value is not None:
-            parts.append(f"lower(m.{name}) = lower(?)")
-            params.append(value)
-    if f.since is not None:
-        parts.append("coalesce(c.day, m.day) >= ?")
-        params.append(f.since)
-    if f.until is not None:
-        parts.append("coalesce(c.day, m.day) <= ?")
-        params.append(f.until)
-    return " AND ".join(parts) or "true", params
-
-
-def _record(row: tuple[Any, ...], embedding: np.ndarray | None = None) -> ChunkRecord:
-    """A row selected as ``_RECORD`` (in that column order) as a record."""
-    cid, key, path, source, kind, day, start, end, heading, text = row[:10]
-    return ChunkRecord(
-        int(cid), key, path, source, kind, day, int(start), int(end), heading or "", text, embedding
-    )
-
-
-def _vectors(column: Any) -> list[np.ndarray]:
-    """A FLOAT[n] column from ``fetchnumpy`` (NumPy arrays already: a Python list of 384 floats per row,
-    as ``fetchall`` gives, costs several times more) as float32 rows."""
-    import numpy as np
-
-    return [np.asarray(vector, dtype=np.float32) for vector in column]
-
 
 POINT_READS_PAST = 65_536
 """Past this many chunks a few rows are read by id through their rowids, a point read each: an ``IN``
@@ -114,73 +59,6 @@ list of scattered ids made DuckDB read a 2,048-row vector of every column it ret
 100,000 notes, 24 vectors by id took ~120 ms, by rowid ~10 ms; docs/benchmarks.md, team memory)."""
 POINT_READS_AT_MOST = 256
 """More ids than this are read the plain way (one statement of as many point reads would be as deep)."""
-_FETCHALL, _FETCHNUMPY = methodcaller("fetchall"), methodcaller("fetchnumpy")
-
-
-def _by_id(
-    con: duckdb.DuckDBPyConnection,
-    select: str,
-    ids: Sequence[int],
-    fetch: Any,
-    *,
-    point: bool,
-    also: str = "",
-    complete: bool = False,
-) -> Any:
-    """``fetch`` of ``SELECT {select} FROM chunks`` for the chunks ``ids`` (``also``: a further
-    condition); ``point``: read row by row through the ids' rowids (:meth:`DuckReader._point_reads`). A fill may move a row
-    between the two reads: a point read also names the id, so it never answers with another chunk, and
-    ``complete`` (every chunk found must come back) reads the ids again the plain way if one is missing."""
-    in_list = f"SELECT {select} FROM chunks WHERE id IN ({sql_ids(ids)}) {also}"
-    if not point:
-        return fetch(con.execute(in_list))
-    found = con.execute(f"SELECT rowid, id FROM chunks WHERE id IN ({sql_ids(ids)})").fetchall()
-    reads = [f"SELECT {select} FROM chunks WHERE rowid = {int(r)} AND id = {int(i)} {also}" for r, i in found]
-    got = fetch(con.execute(" UNION ALL ".join(reads or [f"SELECT {select} FROM chunks WHERE false"])))
-    return fetch(con.execute(in_list)) if complete and len(got) < len(found) else got
-
-
-class CountsMemo:
-    """The writer's counts, and recent queries' term statistics, kept until its next commit: counting
-    vectors reads the whole embedding column (several ms), and every search and status asks; a query's
-    IDF reads the ``dict`` table (~2 ms a search at 2,000 notes), and searches repeat their words."""
-
-    WEIGHTS_KEPT = 256
-    """Queries whose statistics are kept between two commits (the least recently used go first)."""
-
-    def __init__(self) -> None:
-        self.writes = 0
-        self._counts: tuple[int, IndexCounts] | None = None
-        self._weights: VersionedMemo[tuple[str, ...], tuple[fts.QueryWeights | None]] = VersionedMemo(
-            self.WEIGHTS_KEPT, lambda _: 1
-        )
-
-    def weights(
-        self, terms: tuple[str, ...], read: Callable[[], fts.QueryWeights | None]
-    ) -> fts.QueryWeights | None:
-        """The statistics of ``terms`` since the last commit: kept, or ``read()`` and kept. As with the
-        counts, what ``read()`` returns is never older than the commits counted before it (a commit is
-        counted after it is made), and the next commit's number misses."""
-        writes = self.writes
-        kept = self._weights.get(terms, writes)
-        if kept is not None:
-            return kept[0]
-        found = read()
-        self._weights.put(terms, writes, (found,))
-        return found
-
-    def changed(self) -> None:
-        """A transaction committed (called after its COMMIT)."""
-        self.writes += 1
-
-    def get(self, writes: int) -> IndexCounts | None:
-        found = self._counts
-        return found[1] if found is not None and found[0] == writes else None
-
-    def put(self, writes: int, counts: IndexCounts) -> None:
-        """``counts`` read after ``writes`` was seen: a commit in between makes them newer, never older,
-        and the next :meth:`get` misses anyway (``writes`` moved on)."""
-        self._counts = (writes, counts)
 
 
 class DuckReader:
@@ -281,10 +159,10 @@ class DuckReader:
         found, missing = cache.get(ids) if cache is not None else ({}, list(ids))
         if missing:
             epoch = cache.epoch if cache is not None else 0
-            rows = _by_id(
-                self.con, _RECORD, missing, _FETCHALL, point=self._point_reads(missing), complete=True
+            rows = rows_by_id(
+                self.con, RECORD_COLUMNS, missing, FETCHALL, point=self._point_reads(missing), complete=True
             )
-            read = [_record(row) for row in rows]
+            read = [record_of(row) for row in rows]
             if cache is not None:
                 cache.put(read, epoch)
             found.update((record.id, record) for record in read)
@@ -315,9 +193,9 @@ class DuckReader:
         count, low, high = bounds if bounds is not None else (0, None, None)
         if not count or low is None or high is None:
             return []
-        sql = f"SELECT {_RECORD} FROM chunks WHERE id >= ? AND id < ?"
+        sql = f"SELECT {RECORD_COLUMNS} FROM chunks WHERE id >= ? AND id < ?"
         return [
-            _record(row)
+            record_of(row)
             for start, stop in id_ranges(int(count), int(low), int(high), RECORD_PAGE)
             for row in self.con.execute(sql, [start, stop]).fetchall()
         ]
@@ -328,15 +206,15 @@ class DuckReader:
         cached = self._vector_cache.get(self.con, ids) if self._vector_cache is not None else None
         if cached is not None:
             return cached
-        found = _by_id(
+        found = rows_by_id(
             self.con,
             "id, embedding",
             ids,
-            _FETCHNUMPY,
+            FETCHNUMPY,
             point=self._point_reads(ids),
             also="AND embedding IS NOT NULL",
         )
-        return dict(zip(found["id"].tolist(), _vectors(found["embedding"]), strict=True))
+        return dict(zip(found["id"].tolist(), float32_rows(found["embedding"]), strict=True))
 
     def _point_reads(self, ids: Sequence[int]) -> bool:
         """Whether ``ids`` are read by rowid: few of them, from a table past :data:`POINT_READS_PAST`
@@ -372,9 +250,11 @@ class DuckReader:
             ids = self._ids_of(source)
             found = self.records(ids, with_vectors=True)
             return [found[cid] for cid in ids if cid in found and found[cid].embedding is not None]
-        rows = self.con.execute(f"SELECT {_RECORD} {sql}", [source]).fetchall()
-        vectors = _vectors(self.con.execute(f"SELECT embedding {sql}", [source]).fetchnumpy()["embedding"])
-        return [_record(row, vector) for row, vector in zip(rows, vectors, strict=True)]
+        rows = self.con.execute(f"SELECT {RECORD_COLUMNS} {sql}", [source]).fetchall()
+        vectors = float32_rows(
+            self.con.execute(f"SELECT embedding {sql}", [source]).fetchnumpy()["embedding"]
+        )
+        return [record_of(row, vector) for row, vector in zip(rows, vectors, strict=True)]
 
     def nearest_in_other_files(
         self, source: str, comparable: Callable[[ChunkRecord], bool]

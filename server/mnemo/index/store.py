@@ -36,7 +36,8 @@ from mnemo.index.duck import (
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.identity import identity_meta
 from mnemo.index.postings import PostingsCache
-from mnemo.index.reader import CountsMemo, DuckReader
+from mnemo.index.reader import DuckReader
+from mnemo.index.reader_sql import CountsMemo
 from mnemo.index.record_cache import RecordCache
 from mnemo.index.side_tables import SideTables
 from mnemo.index.vector_cache import VectorCache
