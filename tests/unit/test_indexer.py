@@ -264,7 +264,7 @@ def test_bom_and_crlf(make_workspace, services_factory, text: str) -> None:  # t
 def test_a_full_build_written_in_batches_matches_file_by_file_indexing(  # type: ignore[no-untyped-def]
     make_workspace, hash_embedder, consistent
 ) -> None:
-    from mnemo.index.store import BUILD_BATCH_FILES
+    from mnemo.index.build_file import BUILD_BATCH_FILES
 
     files: dict[str, str | bytes] = {
         f"memory/topic-{i:03d}.md": f"# Topic {i}\n\nNote number {i} about subject{i}.\n\n## More\n- item {i}\n"

@@ -310,8 +310,7 @@ def test_reads_never_rebuild_and_switching_back_costs_nothing(  # type: ignore[n
 
 
 def test_a_build_is_one_transaction_until_its_indexes(tmp_path: Path) -> None:
-    from mnemo.index import fts
-    from mnemo.index import store as store_module
+    from mnemo.index import build_file, fts
     from mnemo.index.writer_api import ChunkRow, FileMeta
     from mnemo.text.terms import terms_string
 
@@ -324,12 +323,12 @@ def test_a_build_is_one_transaction_until_its_indexes(tmp_path: Path) -> None:
 
     store = ChunkStore.create(tmp_path / "b.duckdb", IndexIdentity("none", "none", 0, "test"))
     try:
-        for i in range(store_module.BUILD_BATCH_FILES + 1):  # one batch written, one file queued
+        for i in range(build_file.BUILD_BATCH_FILES + 1):  # one batch written, one file queued
             stage(store, f"n{i}", f"note {i} about herons")
         peer = store.reader()  # another connection: sees committed rows only
         assert peer.execute("SELECT count(*) FROM chunks").fetchone() == (0,)
         store.finish_indexes()
-        assert peer.execute("SELECT count(*) FROM chunks").fetchone() == (store_module.BUILD_BATCH_FILES + 1,)
+        assert peer.execute("SELECT count(*) FROM chunks").fetchone() == (build_file.BUILD_BATCH_FILES + 1,)
         assert len(fts.search(peer, ["herons"], limit=3)) == 3  # the fts tables are committed too
         stage(store, "late", "a late note")
         store.flush_staged()

@@ -12,10 +12,11 @@ import logging
 from pathlib import Path
 
 from mnemo.index import pending, repair
+from mnemo.index.build_file import replace_file
 from mnemo.index.duck import connect, read_closed
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.identity import identity_from
-from mnemo.index.store import ChunkStore, IndexIdentity, replace_file
+from mnemo.index.store import ChunkStore, IndexIdentity
 
 log = logging.getLogger(__name__)
 

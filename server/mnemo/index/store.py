@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 from mnemo.index import file_meta, fts, pending, repair
 from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity
 from mnemo.index.batches import Columns, VectorColumn, batch_view, row_columns
+from mnemo.index.build_file import BUILD_BATCH_FILES, FILE_COLUMNS, StagedFiles, replace_file, schema
 from mnemo.index.duck import (
     connect,
     lean_checkpoint,
@@ -44,49 +44,6 @@ from mnemo.index.vector_cache import VectorCache
 from mnemo.index.writer_api import ChunkRow, ChunkSlot, FileMeta, FileState, PendingChunk
 
 log = logging.getLogger(__name__)
-
-
-def _schema(dims: int) -> list[str]:
-    vector = f", embedding FLOAT[{dims}]" if dims > 0 else ""
-    return [
-        "CREATE TABLE IF NOT EXISTS meta(key VARCHAR, value VARCHAR)",
-        "CREATE TABLE IF NOT EXISTS files(path VARCHAR, kind VARCHAR, source VARCHAR, day DATE, "
-        "hash VARCHAR, mtime DOUBLE, size BIGINT, chunks INTEGER, problem VARCHAR)",
-        "CREATE SEQUENCE IF NOT EXISTS chunk_ids START 1",
-        "CREATE TABLE IF NOT EXISTS chunks(id BIGINT, key VARCHAR, path VARCHAR, source VARCHAR, "
-        "kind VARCHAR, day DATE, start_line INTEGER, end_line INTEGER, heading VARCHAR, text VARCHAR, "
-        f"terms VARCHAR, hash VARCHAR{vector})",
-        "CREATE TABLE IF NOT EXISTS embedding_cache(provider VARCHAR, model VARCHAR, hash VARCHAR, "
-        "embedding FLOAT[])",
-        "CREATE TABLE IF NOT EXISTS retrievals(chunk_key VARCHAR, path VARCHAR, start_line INTEGER, "
-        "end_line INTEGER, query VARCHAR, searched_at TIMESTAMP, vector DOUBLE, text DOUBLE, decay DOUBLE, "
-        "weight DOUBLE, score DOUBLE, rank INTEGER)",
-        file_meta.DDL,
-    ]
-
-
-BUILD_BATCH_FILES = 256
-"""A full build writes this many files per statement (a new index file: nothing reads it yet)."""
-
-_FILE_COLUMNS = [
-    *((name, "VARCHAR") for name in ("path", "kind", "source")),
-    ("day", "DATE"),
-    ("hash", "VARCHAR"),
-    ("mtime", "DOUBLE"),
-    ("size", "BIGINT"),
-    ("chunks", "INTEGER"),
-    ("problem", "VARCHAR"),
-]
-"""The ``files`` table's columns, in its order."""
-
-
-def replace_file(built: Path, final_path: Path) -> None:
-    """Rename a closed, checkpointed index file over ``final_path``. The old file's log goes first:
-    DuckDB replays a log onto whatever file it finds it next to. Killed in between, the old file is
-    left at its last checkpoint (consistent; the next sync re-reads the files changed since)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(repair.wal_path(final_path))
-    os.replace(built, final_path)
 
 
 class ChunkStore(SideTables):
@@ -111,11 +68,7 @@ class ChunkStore(SideTables):
         self._fts_removed: list[int] = []
         self._rows_changed: list[int] = []
         """Chunks this transaction deleted or moved: their kept rows are forgotten at commit."""
-        self._staged_rows: list[ChunkRow] = []
-        self._staged_vectors: list[np.ndarray] = []
-        self._staged_files: list[tuple[object, ...]] = []
-        self._staged_pending: list[bool] = []
-        self._staged_meta: list[tuple[str, FileMeta]] = []
+        self._staged = StagedFiles()
         self._build_open = False
         """A full build's one transaction is open (see :meth:`flush_staged`)."""
         self._counts: IndexCounts | None = None  # kept across fills (a recount: 15 ms/batch at 10k notes)
@@ -136,7 +89,7 @@ class ChunkStore(SideTables):
                 stale.unlink()
         # No vectors, no HNSW index: vss is not loaded (0.13 s). One thread: see connect.
         con = connect(path, vss=identity.dims > 0, threads=1)
-        for statement in _schema(identity.dims):
+        for statement in schema(identity.dims):
             con.execute(statement)
         con.executemany("INSERT INTO meta VALUES (?, ?)", list(identity_meta(identity).items()))
         fts.create_empty(con)
@@ -350,13 +303,7 @@ class ChunkStore(SideTables):
         """Queue a file's chunks, ``files`` row and ``file_meta`` row (building index only); every
         BUILD_BATCH_FILES files, and at :meth:`flush_staged`, they are written together. ``pending``:
         rows written without a vector (see :mod:`mnemo.index.pending`)."""
-        self._staged_rows.extend(rows)
-        if vectors is not None and len(rows):
-            self._staged_vectors.append(vectors)
-            self._staged_pending.extend(pending or [False] * len(rows))
-        self._staged_files.append(file_row)
-        self._staged_meta.append((str(file_row[0]), meta or FileMeta()))
-        if len(self._staged_files) >= BUILD_BATCH_FILES:
+        if self._staged.add(rows, vectors, file_row, pending, meta) >= BUILD_BATCH_FILES:
             self.flush_staged()
 
     def _commit_build(self) -> None:
@@ -371,20 +318,18 @@ class ChunkStore(SideTables):
         committed by :meth:`finish_indexes` (or the next :meth:`transaction`). Not one a batch: nothing
         reads a building file, a crash discards it anyway, and each commit would write its rows to the
         log once more before the checkpoint writes them to the file."""
-        if not self._staged_files:
+        staged, self._staged = self._staged, StagedFiles()
+        if not staged.files:
             return
-        rows, files, pending = self._staged_rows, self._staged_files, self._staged_pending
-        vectors = np.concatenate(self._staged_vectors) if self._staged_vectors else None
-        self._staged_rows, self._staged_vectors, self._staged_files, self._staged_pending = [], [], [], []
-        metas, self._staged_meta = self._staged_meta, []
+        vectors = np.concatenate(staged.vectors) if staged.vectors else None
         if not self._build_open:
             self.con.execute("BEGIN TRANSACTION")
             self._build_open = True
-        self.insert_chunks(rows, vectors, live=False, pending=pending)
+        self.insert_chunks(staged.rows, vectors, live=False, pending=staged.pending)
         self._rows_written()
-        with batch_view(self.con, "staged", row_columns(files, _FILE_COLUMNS)):
+        with batch_view(self.con, "staged", row_columns(staged.files, FILE_COLUMNS)):
             self.con.execute("INSERT INTO files SELECT * FROM staged")
-        file_meta.write_many(self.con, metas)
+        file_meta.write_many(self.con, staged.metas)
 
     def insert_chunks(
         self,

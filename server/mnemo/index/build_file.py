@@ -1,0 +1,90 @@
+"""What building a new index file takes (:class:`mnemo.index.store.ChunkStore`): its tables, the files
+staged for the build's next statement, and the rename of the finished file over the old one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mnemo.index import file_meta, repair
+from mnemo.index.writer_api import ChunkRow, FileMeta
+
+if TYPE_CHECKING:
+    import numpy as np
+
+BUILD_BATCH_FILES = 256
+"""A full build writes this many files per statement (a new index file: nothing reads it yet)."""
+
+FILE_COLUMNS = [
+    *((name, "VARCHAR") for name in ("path", "kind", "source")),
+    ("day", "DATE"),
+    ("hash", "VARCHAR"),
+    ("mtime", "DOUBLE"),
+    ("size", "BIGINT"),
+    ("chunks", "INTEGER"),
+    ("problem", "VARCHAR"),
+]
+"""The ``files`` table's columns, in its order."""
+
+
+def schema(dims: int) -> list[str]:
+    """The statements that create an index's tables (``dims`` 0: no vector column)."""
+    vector = f", embedding FLOAT[{dims}]" if dims > 0 else ""
+    return [
+        "CREATE TABLE IF NOT EXISTS meta(key VARCHAR, value VARCHAR)",
+        "CREATE TABLE IF NOT EXISTS files(path VARCHAR, kind VARCHAR, source VARCHAR, day DATE, "
+        "hash VARCHAR, mtime DOUBLE, size BIGINT, chunks INTEGER, problem VARCHAR)",
+        "CREATE SEQUENCE IF NOT EXISTS chunk_ids START 1",
+        "CREATE TABLE IF NOT EXISTS chunks(id BIGINT, key VARCHAR, path VARCHAR, source VARCHAR, "
+        "kind VARCHAR, day DATE, start_line INTEGER, end_line INTEGER, heading VARCHAR, text VARCHAR, "
+        f"terms VARCHAR, hash VARCHAR{vector})",
+        "CREATE TABLE IF NOT EXISTS embedding_cache(provider VARCHAR, model VARCHAR, hash VARCHAR, "
+        "embedding FLOAT[])",
+        "CREATE TABLE IF NOT EXISTS retrievals(chunk_key VARCHAR, path VARCHAR, start_line INTEGER, "
+        "end_line INTEGER, query VARCHAR, searched_at TIMESTAMP, vector DOUBLE, text DOUBLE, decay DOUBLE, "
+        "weight DOUBLE, score DOUBLE, rank INTEGER)",
+        file_meta.DDL,
+    ]
+
+
+@dataclass
+class StagedFiles:
+    """Files a full build has read and not written yet: their chunks, vectors, ``files`` and
+    ``file_meta`` rows (:meth:`mnemo.index.store.ChunkStore.stage_file`)."""
+
+    rows: list[ChunkRow] = field(default_factory=list)
+    vectors: list[np.ndarray] = field(default_factory=list)
+    pending: list[bool] = field(default_factory=list)
+    """Per row with a vector array: written without a vector (:mod:`mnemo.index.pending`)."""
+    files: list[tuple[object, ...]] = field(default_factory=list)
+    metas: list[tuple[str, FileMeta]] = field(default_factory=list)
+
+    def add(
+        self,
+        rows: Sequence[ChunkRow],
+        vectors: np.ndarray | None,
+        file_row: tuple[object, ...],
+        pending: Sequence[bool],
+        meta: FileMeta | None,
+    ) -> int:
+        """Stage one file; how many are staged now."""
+        self.rows.extend(rows)
+        if vectors is not None and len(rows):
+            self.vectors.append(vectors)
+            self.pending.extend(pending or [False] * len(rows))
+        self.files.append(file_row)
+        self.metas.append((str(file_row[0]), meta or FileMeta()))
+        return len(self.files)
+
+
+def replace_file(built: Path, final_path: Path) -> None:
+    """Rename a closed, checkpointed index file over ``final_path``. The old file's log goes first:
+    DuckDB replays a log onto whatever file it finds it next to. Killed in between, the old file is
+    left at its last checkpoint (consistent; the next sync re-reads the files changed since)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(repair.wal_path(final_path))
+    os.replace(built, final_path)
