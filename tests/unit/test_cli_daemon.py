@@ -140,6 +140,23 @@ def test_a_stale_writer_record_is_ignored(indexed: Path) -> None:
     assert status.returncode == 0 and "writer" not in json.loads(status.stdout), status.stdout
 
 
+def test_a_daemon_that_exits_takes_its_writer_record_with_it(indexed: Path) -> None:
+    """A later command then opens the index itself at once, instead of trying a dead socket."""
+    with daemon(indexed) as pid:
+        assert writer_pid(indexed) == pid
+    assert wait_gone(pid, 30)
+    assert not (indexed / ".mnemo" / "writer.json").exists()
+    assert search_json(indexed, "tomatoes")["results"][0]["path"] == "memory/gardening.md"
+
+
+def test_a_writer_record_without_its_socket_file_is_not_tried(tmp_path: Path) -> None:
+    from mnemo.memory.writer_client import ask_writer
+
+    record = {"pid": 999_999_999, "role": "daemon", "socket": str(tmp_path / "gone.sock")}
+    (tmp_path / "writer.json").write_text(json.dumps(record), encoding="utf-8")
+    assert ask_writer(tmp_path, "status") is None
+
+
 def test_one_shot_search_alone_syncs_a_changed_file_first(indexed: Path) -> None:
     (indexed / "memory" / "gardening.md").write_text("# Gardening\n\nBasil wants warm nights.\n")
     unsynced = search_json(indexed, "tomatoes", "--no-sync")  # the index as it is, read-only

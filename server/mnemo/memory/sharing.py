@@ -142,10 +142,19 @@ class SharedMemory:
                     self.socket_path.unlink()
             self.memory.release_index()
             if self._lock_fd is not None:
+                self._forget_record()  # while the lease is held: no later writer's record yet
                 os.close(self._lock_fd)
                 self._lock_fd = None
 
     close = release
+
+    def _forget_record(self) -> None:
+        """Remove this writer's ``writer.json``: a command started after this one exits then opens the
+        index itself at once, instead of trying a socket nobody listens on."""
+        record = writer_record(self.dir)
+        if record is not None and record.get("pid") == os.getpid():
+            with contextlib.suppress(FileNotFoundError):
+                (self.dir / INFO_FILE).unlink()
 
     # -- serving followers (writer only) -----------------------------------------------------------------
     def _serve(self) -> None:

@@ -71,8 +71,11 @@ def ask_writer(
     record = writer_record(index_dir)
     if record is None or "socket" not in record:
         return None
+    socket_path = Path(record["socket"])
+    if not socket_path.exists():  # its writer has exited (one that was killed leaves the file)
+        return None
     try:
-        return call(Path(record["socket"]), {"op": op, "args": args or {}}, timeout_s=timeout_s)
+        return call(socket_path, {"op": op, "args": args or {}}, timeout_s=timeout_s)
     except TimeoutError as exc:
         raise IndexUnavailable(
             f"the index writer (pid {record.get('pid')}, {record.get('role')}) did not answer in "
