@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date
 
 from mnemo.config import SearchSettings
@@ -26,6 +27,22 @@ from mnemo.memory.status import IndexState, not_built
 from mnemo.search.filters import SearchFilters
 from mnemo.search.hybrid import HybridSearcher
 from mnemo.search.results import SearchOutcome
+
+
+@dataclass(frozen=True)
+class CheckedSearch:
+    """What :meth:`mnemo.memory.service.MemoryService.search` was asked, its input checked."""
+
+    query: str
+    max_results: int | None
+    min_score: float | None
+    sources: Sequence[str] | None
+    today: date | None
+    filters: SearchFilters | None
+    one_per_file: bool | None
+    """Only each file's best chunk (None: ``[search] one_per_file``)."""
+    cancelled: threading.Event | None
+    """Set by a caller that no longer wants the answer: a search still waiting for its turn is dropped."""
 
 
 class IndexSearch:
@@ -49,22 +66,10 @@ class IndexSearch:
         self.gate = SearchGate(search_slots(settings.searches_at_once))
         """Searches let in at once, the others in order of arrival."""
 
-    def run(
-        self,
-        query: str,
-        notes: list[str],
-        *,
-        max_results: int | None,
-        min_score: float | None,
-        sources: Sequence[str] | None,
-        today: date | None,
-        filters: SearchFilters | None = None,
-        one_per_file: bool | None = None,
-        cancelled: threading.Event | None = None,
-    ) -> SearchOutcome:
-        """Rank the open index for ``query`` (already checked); ``notes`` go first in the outcome's."""
+    def run(self, ask: CheckedSearch, notes: list[str]) -> SearchOutcome:
+        """Rank the open index for ``ask``; ``notes`` go first in the outcome's."""
         with self.gate:  # searches in order of arrival, a few at once
-            if cancelled is not None and cancelled.is_set():
+            if ask.cancelled is not None and ask.cancelled.is_set():
                 raise SearchCancelled("search cancelled before its turn")
             with self.indexer.reading() as reader:
                 if reader is None:
@@ -77,15 +82,15 @@ class IndexSearch:
                     if embedded == 0:  # nothing to compare a query vector with yet
                         dims = 0
                 with self.vectors.searching():  # the embedding thread lets the query's embedding go first
-                    outcome = self._searcher(one_per_file).search_with_prior(
+                    outcome = self._searcher(ask.one_per_file).search_with_prior(
                         reader,
-                        query,
-                        k=max_results or self.settings.max_results,
+                        ask.query,
+                        k=ask.max_results or self.settings.max_results,
                         dims=dims,
-                        min_score=min_score,
-                        sources=sources,
-                        today=today,
-                        filters=filters,
+                        min_score=ask.min_score,
+                        sources=ask.sources,
+                        today=ask.today,
+                        filters=ask.filters,
                     )
         outcome.notes.extend(notes)
         if mismatch:  # an index built for another model: searched as it is, never rebuilt by a read

@@ -22,13 +22,13 @@ from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
 from mnemo.memory.background_vectors import FEW_PENDING, PendingVectors, Vectors
 from mnemo.memory.buffers import EditorBuffers, apply_edits
 from mnemo.memory.feedback import FeedbackBook, FeedbackResult
-from mnemo.memory.index_search import IndexSearch
+from mnemo.memory.index_search import CheckedSearch, IndexSearch
 from mnemo.memory.limits import check_search
 from mnemo.memory.reading import FileLines, read_lines
 from mnemo.memory.recording import RetrievalRecorder
 from mnemo.memory.recovery import Recovery
 from mnemo.memory.status import IndexState, IndexStatus, read_status
-from mnemo.search.filters import SearchFilters, check_filters
+from mnemo.search.filters import check_filters
 from mnemo.search.results import SearchOutcome
 from mnemo.workspace.layout import Workspace
 
@@ -276,53 +276,28 @@ class MemoryService:
         query, max_results, notes = check_search(
             query, max_results, sources, self.settings.search.max_query_chars
         )
-        checked = check_filters(filters)
-        outcome = self._recovering(
-            lambda: self._search(
-                query,
-                notes,
-                max_results=max_results,
-                min_score=min_score,
-                sources=sources,
-                today=today,
-                filters=checked,
-                one_per_file=one_per_file,
-                cancelled=cancelled,
-            )
+        ask = CheckedSearch(
+            query=query,
+            max_results=max_results,
+            min_score=min_score,
+            sources=sources,
+            today=today,
+            filters=check_filters(filters),
+            one_per_file=one_per_file,
+            cancelled=cancelled,
         )
+        outcome = self._recovering(lambda: self._search(ask, notes))
         if record:
             self._record(outcome)
         return outcome
 
-    def _search(
-        self,
-        query: str,
-        checked_notes: Sequence[str],
-        *,
-        max_results: int | None,
-        min_score: float | None,
-        sources: Sequence[str] | None,
-        today: date | None,
-        filters: SearchFilters | None = None,
-        one_per_file: bool | None = None,
-        cancelled: threading.Event | None = None,
-    ) -> SearchOutcome:
+    def _search(self, ask: CheckedSearch, checked_notes: Sequence[str]) -> SearchOutcome:
         """The index part of :meth:`search` (its arguments already checked)."""
         notes = list(checked_notes)  # a retry after a repair starts again from these
         if self.has_pending() and not self.apply_pending(timeout_s=PENDING_WAIT_S):
             notes.append("the index is busy; edits from the last moments may be missing")
         self.ensure_open()
-        return self.index_search.run(
-            query,
-            notes,
-            max_results=max_results,
-            min_score=min_score,
-            sources=sources,
-            today=today,
-            filters=filters,
-            one_per_file=one_per_file,
-            cancelled=cancelled,
-        )
+        return self.index_search.run(ask, notes)
 
     def record_feedback(self, session_id: str, turn: int | None, useful: bool) -> FeedbackResult:
         """Whether a chat turn's recalled memories helped (:meth:`FeedbackBook.record`; None: the latest turn)."""
