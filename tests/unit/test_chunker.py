@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from mnemo.markdown.chunker import CHUNKER_VERSION, FENCE_MAX_FACTOR, Chunk, approx_tokens, chunk_markdown
+from mnemo.markdown.chunker import FENCE_MAX_FACTOR, Chunk, approx_tokens, chunk_markdown
+from mnemo.markdown.version import CHUNKER_VERSION
 
 FENCE_OPEN = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 

@@ -189,6 +189,9 @@ NOT_FOR_A_KEYWORD_SEARCH = (
     "mnemo.index.writer_api",  # the writer's rows and protocol
     "mnemo.memory.status",  # (the search notes are in mnemo.memory.notes)
     "mnemo.memory.reading",
+    "mnemo.markdown.chunker",  # a search compares the chunker's version only (mnemo.markdown.version)
+    "mnemo.markdown.frontmatter",
+    "mnemo.index.feedback",  # only with the usefulness prior on (off by default)
     # and from the standard library, what only a writer, a server or a client of one needs
     "socket",
     "hashlib",

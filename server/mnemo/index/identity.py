@@ -6,7 +6,7 @@ from __future__ import annotations
 from mnemo.config import ChunkingSettings
 from mnemo.index import INDEX_FILE  # noqa: F401  (re-exported: its older home)
 from mnemo.index.api import IndexIdentity
-from mnemo.markdown.chunker import CHUNKER_VERSION
+from mnemo.markdown.version import CHUNKER_VERSION
 from mnemo.text.terms import TERMS_VERSION
 
 SCHEMA_VERSION = "4"

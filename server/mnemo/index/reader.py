@@ -20,11 +20,12 @@ from mnemo.index.duckdb_native import duckdb, id_ranges
 if TYPE_CHECKING:  # NumPy is loaded by the reads that return vectors: a keyword one-shot never does
     import numpy as np
 
+    from mnemo.index.feedback import Tally
     from mnemo.index.postings import PostingsCache
     from mnemo.index.record_cache import RecordCache
     from mnemo.index.vector_cache import VectorCache
 
-from mnemo.index import feedback, fts
+from mnemo.index import fts
 from mnemo.index.api import (
     ChunkFilter,
     ChunkRecord,
@@ -36,7 +37,6 @@ from mnemo.index.api import (
     LastRetrieval,
     VectorHit,
 )
-from mnemo.index.feedback import Tally
 from mnemo.index.reader_sql import (
     FETCHALL,
     FETCHNUMPY,
@@ -125,6 +125,8 @@ class DuckReader:
         return [FileProblem(path, problem) for path, problem in rows]
 
     def feedback_tallies(self, keys: Sequence[str]) -> dict[str, Tally]:
+        from mnemo.index import feedback  # only with the usefulness prior on: a search rarely loads it
+
         return feedback.tallies(self.con, keys)
 
     def chunk_stats(self, path: str) -> list[ChunkStats]:

@@ -1,6 +1,4 @@
-"""Markdown handling: chunking for the index and front matter of skills and notes."""
+"""Markdown handling: chunking for the index (:mod:`mnemo.markdown.chunker`, versioned by
+:mod:`mnemo.markdown.version`) and front matter of skills and notes (:mod:`mnemo.markdown.frontmatter`).
 
-from mnemo.markdown.chunker import CHUNKER_VERSION, Chunk, approx_tokens, chunk_markdown
-from mnemo.markdown.frontmatter import FrontMatter, parse_front_matter
-
-__all__ = ["CHUNKER_VERSION", "Chunk", "FrontMatter", "approx_tokens", "chunk_markdown", "parse_front_matter"]
+Nothing is imported here: a reader that only compares the chunker's version loads neither module."""

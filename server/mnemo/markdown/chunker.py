@@ -20,6 +20,9 @@ line boundaries like ordinary text, and a single line over the target is cut by 
 Front matter is skipped (line numbers still count it). Lines end with ``\\n``, ``\\r\\n`` or ``\\r``; chunk
 text joins lines with ``\\n``. A chunk's :attr:`Chunk.key` depends on the file path, heading path and
 text only, so editing one section leaves the keys of every other section's chunks unchanged.
+
+A change here that gives other chunks raises :data:`mnemo.markdown.version.CHUNKER_VERSION` (indexes are
+rebuilt).
 """
 
 from __future__ import annotations
@@ -30,9 +33,6 @@ from dataclasses import dataclass
 
 from mnemo.markdown.frontmatter import front_matter_end
 from mnemo.text.terms import CJK_CHARS, lazy_pattern
-
-CHUNKER_VERSION = "2"
-"""2: a heading-only section opens the next section's chunk instead of being a chunk of its own."""
 
 FENCE_MAX_FACTOR = 8
 """A fenced block over this many times the target is split at lines after all."""
@@ -78,7 +78,7 @@ def approx_tokens(text: str) -> int:
 
 
 def _make_chunk(path: str, start: int, end: int, heading_path: tuple[str, ...], text: str) -> Chunk:
-    import hashlib  # here: a reader imports this module for CHUNKER_VERSION and need not load OpenSSL
+    import hashlib  # here: OpenSSL is loaded by the first chunk, not by every importer of this module
 
     content_hash = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     key_src = path + "\x1f" + " > ".join(heading_path) + "\x1f" + content_hash

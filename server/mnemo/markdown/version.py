@@ -1,0 +1,7 @@
+"""The chunker's version, apart from the chunker: every index records it (:mod:`mnemo.index.identity`),
+and a read that only compares it (a one-shot search) need not load the chunker and the front matter
+parser."""
+
+CHUNKER_VERSION = "2"
+"""2: a heading-only section opens the next section's chunk instead of being a chunk of its own. Raise it
+with any change to :mod:`mnemo.markdown.chunker` that gives other chunks: indexes are rebuilt."""
