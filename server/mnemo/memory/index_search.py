@@ -100,11 +100,13 @@ class IndexSearch:
         return outcome
 
     def _searcher(self, one_per_file: bool | None) -> HybridSearcher:
-        """The searcher, with ``one_per_file`` when a search asks otherwise than the settings."""
+        """The searcher, with ``one_per_file`` when a search asks otherwise than the settings (the
+        settings as they are now, the query embeddings of the one searcher)."""
         if one_per_file is None or one_per_file == self.settings.one_per_file:
             return self.searcher
         return HybridSearcher(
             self.searcher.embedder,
             dataclasses.replace(self.settings, one_per_file=one_per_file),
             english_only_vectors=self.searcher.english_only_vectors,
+            query_vectors=self.searcher.query_vectors,
         )

@@ -27,8 +27,10 @@ from mnemo.memory.limits import check_search
 from mnemo.memory.reading import FileLines, read_lines
 from mnemo.memory.recording import RetrievalRecorder
 from mnemo.memory.recovery import Recovery
+from mnemo.memory.search_gate import SearchGate
 from mnemo.memory.status import IndexState, IndexStatus, read_status
 from mnemo.search.filters import check_filters
+from mnemo.search.hybrid import HybridSearcher
 from mnemo.search.results import SearchOutcome
 from mnemo.workspace.layout import Workspace
 
@@ -93,8 +95,16 @@ class MemoryService:
             english_only_vectors=uses_bundled_english_model(settings.embedding),
         )
         """The index part of a search: its turn at the gate, one reader, the ranking."""
-        self.searcher = self.index_search.searcher
-        self.search_gate = self.index_search.gate
+
+    @property
+    def searcher(self) -> HybridSearcher:
+        """The searcher every search uses (one with another ``one_per_file`` shares its query vectors)."""
+        return self.index_search.searcher
+
+    @property
+    def search_gate(self) -> SearchGate:
+        """Searches let in at once, the others in order of arrival."""
+        return self.index_search.gate
 
     # -- indexing -------------------------------------------------------------------------------
     def sync(

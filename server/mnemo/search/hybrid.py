@@ -60,12 +60,14 @@ class HybridSearcher:
         settings: SearchSettings,
         *,
         english_only_vectors: bool = False,
+        query_vectors: QueryVectors | None = None,
     ) -> None:
+        """``query_vectors``: another searcher's cache of query embeddings, to share (same embedder)."""
         self.embedder = embedder
         self.settings = settings
         self.english_only_vectors = english_only_vectors
         """The vectors come from the bundled English-only model (automatic cjk_vector_weight)."""
-        self.query_vectors = QueryVectors()
+        self.query_vectors = query_vectors if query_vectors is not None else QueryVectors()
         """Recent queries' embeddings: a repeated query does not run the model again."""
 
     def vector_weight(self, query: str) -> float:
