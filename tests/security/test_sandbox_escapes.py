@@ -254,11 +254,11 @@ AS_USER = r"""
 import importlib.util, json, sys, types
 from pathlib import Path
 server, ws, host = sys.argv[1:4]
-for name in ("mnemo", "mnemo.policy"):  # load the two modules alone, without the package's other imports
+for name in ("mnemo", "mnemo.policy"):  # load the sandbox's modules alone, without the package's other imports
     pkg = types.ModuleType(name)
     pkg.__path__ = []
     sys.modules[name] = pkg
-for name in ("seccomp", "sandbox"):
+for name in ("seccomp", "supervise", "sandbox"):
     spec = importlib.util.spec_from_file_location(f"mnemo.policy.{name}", f"{server}/mnemo/policy/{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
