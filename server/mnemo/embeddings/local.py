@@ -85,15 +85,12 @@ def default_threads() -> int:
 
 
 def gguf_context_length(path: Path) -> int:
-    """``<arch>.context_length`` from a GGUF file's metadata."""
-    import gguf
+    """``<arch>.context_length`` from a GGUF file's metadata (:mod:`.gguf_meta`: read up to it)."""
+    from .gguf_meta import GGUFError, context_length
 
     try:
-        reader = gguf.GGUFReader(str(path))
-        arch = reader.fields["general.architecture"].contents()
-        field = reader.fields.get(f"{arch}.context_length")
-        return int(field.contents()) if field is not None else 512
-    except Exception as exc:
+        return context_length(path)
+    except (GGUFError, OSError) as exc:
         raise EmbeddingError(f"{path} is not a readable GGUF model: {exc}") from exc
 
 
