@@ -126,6 +126,43 @@ def test_mtime_only_change_does_not_rechunk(sample_workspace: Path, services_fac
     assert s.memory.sync().files_indexed == 0
 
 
+def test_touched_and_removed_files_are_written_in_one_transaction(
+    make_workspace, hash_embedder, consistent
+) -> None:  # type: ignore[no-untyped-def]
+    """A checkout or a copy gives every file a new mtime with the same content: their stamps are written
+    together, not a commit each (2,000 touched notes took 3.7 s where a full rebuild takes ~1 s)."""
+    notes = {f"memory/n{i:02d}.md": f"# Note {i}\n\nabout topic{i} and lighthouses\n" for i in range(30)}
+    root = make_workspace(notes)
+    memory = _service(root, hash_embedder())
+    memory.sync()
+    store = memory.indexer.store
+    for name in notes:
+        st = (root / name).stat()
+        os.utime(root / name, (st.st_atime + 50, st.st_mtime + 50))
+    for name in list(notes)[:5]:
+        (root / name).unlink()
+    commits = []
+    begin = store.transaction
+
+    def counted():  # type: ignore[no-untyped-def]
+        commits.append(1)
+        return begin()
+
+    store.transaction = counted  # type: ignore[method-assign]
+    report = memory.sync()
+    assert report.files_indexed == 0 and report.files_removed == 5
+    assert len(commits) == 1
+    states = store.file_states()
+    assert sorted(states) == sorted(list(notes)[5:])
+    assert all(states[name].mtime == (root / name).stat().st_mtime for name in states)
+    consistent(store.con)
+    removed = set(list(notes)[:5])
+    assert not {hit.path for hit in memory.search("topic3 lighthouses", min_score=0.0).results} & removed
+    assert memory.search("topic12", min_score=0.0).results[0].path == "memory/n12.md"
+    commits.clear()
+    assert memory.sync().files_indexed == 0 and commits == []  # stamps current: nothing read or written
+
+
 # -- bad input ----------------------------------------------------------------------------------
 GOOD = {
     "MEMORY.md": "# Memory\n\n- The billing service uses PostgreSQL.\n",

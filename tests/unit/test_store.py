@@ -333,7 +333,7 @@ def test_a_build_is_one_transaction_until_its_indexes(tmp_path: Path) -> None:
         stage(store, "late", "a late note")
         store.flush_staged()
         with store.transaction():  # commits the open build transaction first
-            store.touch_file("memory/late.md", 2.0, 2)
+            store.touch_files([("memory/late.md", 2.0, 2)])
         assert peer.execute("SELECT mtime FROM files WHERE path = 'memory/late.md'").fetchone() == (2.0,)
         peer.close()
     finally:

@@ -7,10 +7,12 @@ import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mnemo.index import file_meta, repair
+from mnemo.index.batches import Columns
 from mnemo.index.writer_api import ChunkRow, FileMeta
 
 if TYPE_CHECKING:
@@ -29,6 +31,22 @@ FILE_COLUMNS = [
     ("problem", "VARCHAR"),
 ]
 """The ``files`` table's columns, in its order."""
+
+
+CHUNK_COLUMNS = [
+    *((name, "VARCHAR") for name in ("key", "path", "source", "kind")),
+    ("day", "DATE"),
+    ("start_line", "INTEGER"),
+    ("end_line", "INTEGER"),
+    *((name, "VARCHAR") for name in ("heading", "text", "terms", "hash")),
+]
+"""The ``chunks`` table's columns between ``id`` and the vector, in its order: fields of :class:`ChunkRow`."""
+
+
+def chunk_columns(ids: Sequence[int], rows: Sequence[ChunkRow]) -> Columns:
+    """New chunks' rows as the ``chunks`` table's columns (without the vector)."""
+    values = ((name, (sql_type, list(map(attrgetter(name), rows)))) for name, sql_type in CHUNK_COLUMNS)
+    return {"id": ("BIGINT", list(ids)), **dict(values)}
 
 
 def schema(dims: int) -> list[str]:

@@ -276,6 +276,7 @@ class Indexer(IdentityMatch):
         on_disk = list(self.workspace.scan())
         report.files_seen = len(on_disk)
         present = set()
+        touched: list[tuple[str, float, int]] = []  # same content, new mtime or size: written at the end
         with_meta = store.meta_paths() if live else set()
         for done, (memory_file, stat) in enumerate(on_disk):
             if cancel is not None and cancel.is_set():
@@ -292,15 +293,17 @@ class Indexer(IdentityMatch):
                 self.workspace.root / memory_file.path, memory_file.kind, self.settings.max_file_bytes
             )
             if state is not None and state.digest == source.digest and source.text is not None:
-                with store.transaction():
-                    store.touch_file(memory_file.path, stat.st_mtime, stat.st_size)
+                touched.append((memory_file.path, stat.st_mtime, stat.st_size))
                 continue
             self._index_source(store, memory_file, source, stat.st_mtime, stat.st_size, report, live=live)
         store.flush_staged()
-        for gone in set(known) - present:
+        gone = sorted(set(known) - present)
+        if touched or gone:  # one transaction, not one a file (a checkout touching 2,000 files: 3.5 s)
             with store.transaction():
-                store.delete_file(gone)
-            report.files_removed += 1
+                store.touch_files(touched)
+                for path in gone:
+                    store.delete_file(path)
+            report.files_removed += len(gone)
         if progress:
             progress(len(on_disk), len(on_disk), "")
 

@@ -109,11 +109,12 @@ class PgStore(GenerationRows):
             [self.g, path, kind, source, day, digest, mtime, size, chunks, problem],
         )
 
-    def touch_file(self, path: str, mtime: float, size: int) -> None:
-        self.con.execute(
-            f"UPDATE {SCHEMA}.files SET mtime = %s, size = %s WHERE g = %s AND path = %s",
-            [mtime, size, self.g, path],
-        )
+    def touch_files(self, stamps: Sequence[tuple[str, float, int]]) -> None:
+        for path, mtime, size in stamps:
+            self.con.execute(
+                f"UPDATE {SCHEMA}.files SET mtime = %s, size = %s WHERE g = %s AND path = %s",
+                [mtime, size, self.g, path],
+            )
 
     def delete_file(self, path: str) -> None:
         ids = [
@@ -247,7 +248,7 @@ class PgStore(GenerationRows):
                 f"SELECT hash, chunks FROM {SCHEMA}.files WHERE g = %s AND path = %s", [self.g, new.path]
             ).fetchone()
             if row is not None and row[0] == new.digest and row[1] == len(new.rows):
-                self.touch_file(new.path, new.mtime, new.size)
+                self.touch_files([(new.path, new.mtime, new.size)])
                 return FileOutcome(written=False)
             existing = self.chunk_keys(new.path)
             kept: list[tuple[int, int, int]] = []

@@ -23,8 +23,15 @@ import numpy as np
 
 from mnemo.index import file_meta, fts, pending, repair
 from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity
-from mnemo.index.batches import Columns, VectorColumn, batch_view, row_columns
-from mnemo.index.build_file import BUILD_BATCH_FILES, FILE_COLUMNS, StagedFiles, replace_file, schema
+from mnemo.index.batches import VectorColumn, batch_view, row_columns
+from mnemo.index.build_file import (
+    BUILD_BATCH_FILES,
+    FILE_COLUMNS,
+    StagedFiles,
+    chunk_columns,
+    replace_file,
+    schema,
+)
 from mnemo.index.duck import (
     connect,
     lean_checkpoint,
@@ -254,8 +261,15 @@ class ChunkStore(SideTables):
             [path, kind, source, day, digest, mtime, size, chunks, problem],
         )
 
-    def touch_file(self, path: str, mtime: float, size: int) -> None:
-        self.con.execute("UPDATE files SET mtime = ?, size = ? WHERE path = ?", [mtime, size, path])
+    def touch_files(self, stamps: Sequence[tuple[str, float, int]]) -> None:
+        """New mtimes and sizes of files whose content is unchanged, ``(path, mtime, size)``: one statement."""
+        if stamps:
+            paths, mtimes, sizes = (list(column) for column in zip(*stamps, strict=True))
+            self.con.execute(
+                "UPDATE files SET mtime = t.mtime, size = t.size FROM (SELECT unnest(?::VARCHAR[]) AS path, "
+                "unnest(?::DOUBLE[]) AS mtime, unnest(?::BIGINT[]) AS size) t WHERE files.path = t.path",
+                [paths, mtimes, sizes],
+            )
 
     def write_meta(self, path: str, meta: FileMeta) -> None:
         file_meta.write(self.con, path, meta)
@@ -346,20 +360,7 @@ class ChunkStore(SideTables):
         self._rows_written()
         first = self.con.execute("SELECT nextval('chunk_ids') FROM range(?)", [len(rows)]).fetchall()
         ids = [row[0] for row in first]
-        columns: Columns = {
-            "id": ("BIGINT", ids),
-            "key": ("VARCHAR", [r.key for r in rows]),
-            "path": ("VARCHAR", [r.path for r in rows]),
-            "source": ("VARCHAR", [r.source for r in rows]),
-            "kind": ("VARCHAR", [r.kind for r in rows]),
-            "day": ("DATE", [r.day for r in rows]),
-            "start_line": ("INTEGER", [r.start_line for r in rows]),
-            "end_line": ("INTEGER", [r.end_line for r in rows]),
-            "heading": ("VARCHAR", [r.heading for r in rows]),
-            "text": ("VARCHAR", [r.text for r in rows]),
-            "terms": ("VARCHAR", [r.terms for r in rows]),
-            "hash": ("VARCHAR", [r.hash for r in rows]),
-        }
+        columns = chunk_columns(ids, rows)
         embedding = None
         if self.identity.dims > 0:
             assert vectors is not None and vectors.shape == (len(rows), self.identity.dims)

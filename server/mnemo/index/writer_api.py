@@ -117,8 +117,8 @@ class IndexWriter(Protocol):
         """Replace the ``files`` row of ``path``."""
         ...
 
-    def touch_file(self, path: str, mtime: float, size: int) -> None:
-        """A file whose content is unchanged got a new mtime/size."""
+    def touch_files(self, stamps: Sequence[tuple[str, float, int]]) -> None:
+        """Files whose content is unchanged got new mtimes and sizes: ``(path, mtime, size)`` each."""
         ...
 
     def delete_file(self, path: str) -> None:
