@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+try:  # Arrow's compute functions by name: `pyarrow.compute` would wrap all ~300 of them first (~35 ms)
+    from pyarrow._compute import call_function as _call
+except ImportError:  # pragma: no cover - a pyarrow that moved it
+    from pyarrow.compute import call_function as _call
 
 from mnemo.index.batches import arrow_view
 from mnemo.index.duckdb_native import duckdb
@@ -30,15 +34,15 @@ def fill(con: duckdb.DuckDBPyConnection, schema: str) -> None:
     # Ordered by term: a search reads a few terms' rows, and DuckDB skips the row groups whose term ids
     # are out of its range (a one-shot search's BM25 over 2,000 notes: ~20% less time).
     term_docs, term_ids, counts = _counted(*_by_term(doc_ids, stem_of[tokens], len(terms)))
-    new_docs = pa.table({"docid": np.arange(got.num_rows, dtype=np.int64), "name": names, "len": lengths})
-    new_dict = pa.table(
+    new_docs = _table({"docid": np.arange(got.num_rows, dtype=np.int64), "name": names, "len": lengths})
+    new_dict = _table(
         {
             "termid": np.arange(len(terms), dtype=np.int64),
             "term": terms,
             "df": np.bincount(term_ids, minlength=len(terms)).astype(np.int64),
         }
     )
-    new_postings = pa.table(
+    new_postings = _table(
         {
             "termid": term_ids.astype(np.int64),
             "name": names[term_docs].astype(np.int64),
@@ -62,17 +66,32 @@ def fill(con: duckdb.DuckDBPyConnection, schema: str) -> None:
     )
 
 
+def _table(columns: dict[str, np.ndarray | pa.Array]) -> pa.Table:
+    """An Arrow table of NumPy and Arrow columns. A NumPy column is wrapped without a copy, and without
+    ``pa.array``'s check for masked arrays, which imports ``numpy.ma`` (~12 ms a process)."""
+
+    def arrow(values: np.ndarray | pa.Array) -> pa.Array:
+        if not isinstance(values, np.ndarray):
+            return values
+        values = np.ascontiguousarray(values)
+        return pa.Array.from_buffers(
+            pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)]
+        )
+
+    return pa.table({name: arrow(values) for name, values in columns.items()})
+
+
 def _postings(texts: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, pa.Array]:
     """(document of each term occurrence, the occurrence as an index into the vocabulary, the vocabulary),
     occurrences in document order, documents numbered by row.
 
     The extension splits on ``\\s+`` and drops empty tokens; so does this, in Arrow (no Python string
     per occurrence). A terms string only has single spaces (see :mod:`mnemo.text.terms`)."""
-    lists = pc.ascii_split_whitespace(texts)
-    tokens, docs = pc.list_flatten(lists), pc.list_parent_indices(lists)
-    kept = pc.not_equal(tokens, "")
-    encoded = pc.dictionary_encode(pc.filter(tokens, kept)).combine_chunks()
-    doc_ids = pc.filter(docs, kept).to_numpy(zero_copy_only=False).astype(np.int32)
+    lists = _call("ascii_split_whitespace", [texts])
+    tokens, docs = _call("list_flatten", [lists]), _call("list_parent_indices", [lists])
+    kept = _call("not_equal", [tokens, pa.scalar("")])
+    encoded = _call("dictionary_encode", [_call("filter", [tokens, kept])]).combine_chunks()
+    doc_ids = _call("filter", [docs, kept]).to_numpy(zero_copy_only=False).astype(np.int32)
     return doc_ids, encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary
 
 
@@ -82,7 +101,7 @@ def _stems(vocabulary: pa.Array) -> tuple[np.ndarray, pa.Array]:
     if not len(vocabulary):
         return np.zeros(0, dtype=np.int32), pa.array([], pa.string())
     stems = pa.array(porter_stem_list(vocabulary.to_pylist()), pa.string())
-    encoded = pc.dictionary_encode(stems)
+    encoded = _call("dictionary_encode", [stems])
     return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary
 
 
