@@ -49,11 +49,31 @@ def chunk_inputs(files: dict[str, str]) -> list[str]:
     return [embedding_input(c) for rel in sorted(files) for c in chunk_markdown(rel, files[rel])]
 
 
-def raw_decoder(embedder: Any, per_decode: int) -> Callable[[list[list[int]]], None]:
+def several_sequences(embedder: Any) -> Any:
+    """A second llama.cpp context on the embedder's model that holds many sequences: mnemo's own holds
+    one (``native_probe.model_params(one_sequence=True)``: llama.cpp reserves a row of logits for each)."""
+    import llama_cpp
+
+    first = embedder._load()
+    path, _ = embedder._resolve()
+    return llama_cpp.Llama(
+        model_path=str(path),
+        embedding=True,
+        n_ctx=first.n_ctx(),
+        n_batch=first.n_batch,
+        n_ubatch=first.n_batch,
+        n_threads=embedder._threads,
+        n_threads_batch=embedder._threads,
+        pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+        n_gpu_layers=0,
+        verbose=False,
+    )
+
+
+def raw_decoder(llm: Any, per_decode: int) -> Callable[[list[list[int]]], None]:
     """Decode pre-tokenized sequences, up to ``per_decode`` (and the batch's tokens) per llama_decode."""
     import llama_cpp
 
-    llm = embedder._load()
     limit = llm.n_batch
 
     def run(sequences: list[list[int]]) -> None:
@@ -149,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     sequences = [w for text in inputs for w in embedder.token_windows(text)]
     tokens = statistics.mean(len(s) for s in sequences)
     print(f"{len(inputs)} chunks, {len(sequences)} windows, {tokens:.0f} tokens on average", file=sys.stderr)
-    one, two = raw_decoder(embedder, 1), raw_decoder(embedder, 64)
+    one, two = raw_decoder(embedder._load(), 1), raw_decoder(several_sequences(embedder), 64)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mnemo-bench-embed-") as tmp:
         for _ in range(args.rounds):
