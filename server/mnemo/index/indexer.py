@@ -298,7 +298,7 @@ class Indexer(IdentityMatch):
             self._index_source(store, memory_file, source, stat.st_mtime, stat.st_size, report, live=live)
         store.flush_staged()
         gone = sorted(set(known) - present)
-        if touched or gone:  # one transaction, not one a file (a checkout touching 2,000 files: 3.5 s)
+        if touched or gone:  # one transaction, not one a file (2,000 touched files: 2.8 s of CPU before)
             with store.transaction():
                 store.touch_files(touched)
                 for path in gone:
