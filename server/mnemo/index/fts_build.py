@@ -17,7 +17,7 @@ try:  # Arrow's compute functions by name: `pyarrow.compute` would wrap all ~300
 except ImportError:  # pragma: no cover - a pyarrow that moved it
     from pyarrow.compute import call_function as _call
 
-from mnemo.index.batches import arrow_view
+from mnemo.index.batches import arrow_array, arrow_view
 from mnemo.index.duckdb_native import duckdb
 from mnemo.text.stems import porter_stem_list
 
@@ -67,18 +67,8 @@ def fill(con: duckdb.DuckDBPyConnection, schema: str) -> None:
 
 
 def _table(columns: dict[str, np.ndarray | pa.Array]) -> pa.Table:
-    """An Arrow table of NumPy and Arrow columns. A NumPy column is wrapped without a copy, and without
-    ``pa.array``'s check for masked arrays, which imports ``numpy.ma`` (~12 ms a process)."""
-
-    def arrow(values: np.ndarray | pa.Array) -> pa.Array:
-        if not isinstance(values, np.ndarray):
-            return values
-        values = np.ascontiguousarray(values)
-        return pa.Array.from_buffers(
-            pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)]
-        )
-
-    return pa.table({name: arrow(values) for name, values in columns.items()})
+    """An Arrow table of NumPy columns (:func:`mnemo.index.batches.arrow_array`) and Arrow ones."""
+    return pa.table({k: arrow_array(v) if isinstance(v, np.ndarray) else v for k, v in columns.items()})
 
 
 def _postings(texts: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, pa.Array]:
