@@ -52,7 +52,7 @@ def _view_rows(monkeypatch: pytest.MonkeyPatch, bulk_rows: int, rows: list[tuple
     matrix = np.arange(len(rows) * 3, dtype=np.float32).reshape(len(rows), 3) / 7
     missing = [i % 4 == 1 for i in range(len(rows))]
     fixed = VectorColumn(matrix, missing=missing)
-    listed = VectorColumn(matrix, fixed=False)
+    listed = VectorColumn(matrix, missing=[i % 5 == 2 for i in range(len(rows))], fixed=False)
     with batch_view(con, "b", row_columns(rows, COLUMNS), ("v", fixed)):
         kinds = [r[1] for r in con.execute("DESCRIBE b").fetchall()]  # (binds the view, reads no row)
         got = con.execute("SELECT * FROM b").fetchall()
