@@ -39,6 +39,22 @@ def test_help_mentions_commands_and_options() -> None:
         assert option in search.stdout, option
 
 
+def test_help_is_wrapped_to_the_terminal_width() -> None:
+    """argparse's width (COLUMNS, else the terminal, else 80; less 2), read without shutil."""
+    for columns, longest in (("50", 48), ("120", 118)):
+        env = {**os.environ, "COLUMNS": columns}
+        for argv in (["search", "--help"], ["policy", "--help"]):  # reflowed (not raw) help
+            done = subprocess.run(
+                [sys.executable, "-m", "mnemo", *argv], capture_output=True, text=True, env=env, timeout=120
+            )
+            assert done.returncode == 0, done.stderr
+            # (a usage line may hold one option group wider than the width: argparse never breaks it)
+            widths = [len(line) for line in done.stdout.splitlines() if not line.strip().startswith("[")]
+            assert max(widths) <= longest, (argv, columns, max(widths))
+            if argv[0] == "search":  # its options' help is long enough to use the room
+                assert max(widths) > (80 if columns == "120" else 40), (argv, columns, max(widths))
+
+
 def test_init_index_search_get(tmp_path: Path) -> None:
     ws = tmp_path / "notes"
     init = mnemo("init", str(ws))

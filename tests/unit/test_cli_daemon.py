@@ -197,6 +197,7 @@ NOT_FOR_A_KEYWORD_SEARCH = (
     "hashlib",
     "tempfile",
     "decimal",
+    "shutil",  # with the compression modules: argparse's way to the terminal's width (mnemo.cli.main.help_width)
 )
 
 
@@ -240,6 +241,15 @@ def test_a_command_a_running_server_answers_loads_no_index_code(indexed: Path) -
             heavy = [m for m in modules if m.split(".")[0] in ("duckdb", "numpy", "pyarrow")]
             heavy += [m for m in modules if m.startswith(("mnemo.index.snapshot", "mnemo.search.hybrid"))]
             assert heavy == [], f"`mnemo {argv[0]}` through the daemon imported {heavy}"
+            if argv[0] == "search":  # it prints the server's results: none of the other answers' types
+                others = (
+                    "mnemo.memory.status",
+                    "mnemo.memory.turns",
+                    "mnemo.index.feedback",
+                    "mnemo.index.api",
+                )
+                assert [m for m in modules if m in others] == [], modules
+                assert "shutil" not in modules  # argparse's way to the terminal's width
 
 
 def test_a_no_op_index_opens_nothing_for_writing(indexed: Path) -> None:

@@ -6,10 +6,12 @@ is imported before the command runs: a keyword `mnemo search` costs ~0.3 s of CP
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from mnemo import __version__
 from mnemo.cli.filters import add_filter_flags
@@ -37,6 +39,33 @@ MEMORY_COMMANDS = ("init", "index", "search", "get", "status", "serve")
 """Commands whose parser is built without the other command groups."""
 
 
+@functools.cache
+def help_width() -> int:
+    """What argparse's help is wrapped to: the terminal's width (``COLUMNS`` first) less 2, as argparse
+    works it out, but without :func:`shutil.get_terminal_size`: importing shutil brings the compression
+    modules (~5 ms of every command), and argparse asks it again at every argument added."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns or 80) - 2
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An argument parser whose help formatter gets :func:`help_width`; its subparsers are of this
+    class too (``add_subparsers`` makes them of the parser's own class)."""
+
+    def __init__(
+        self, *, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter, **kwargs: Any
+    ) -> None:
+        super().__init__(formatter_class=functools.partial(formatter_class, width=help_width()), **kwargs)
+
+
 def _sources(value: str) -> list[str]:
     chosen = [part.strip() for part in value.split(",") if part.strip()]
     unknown = [part for part in chosen if part not in SOURCES]
@@ -61,7 +90,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def build_parser(*, groups: bool = True) -> argparse.ArgumentParser:
     """The whole command line; ``groups=False`` leaves out the command groups that live in their own
     modules (git, chat, policy, gateway, security): parsing a memory command never imports them."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="mnemo",
         description="Memory-first assistant: Markdown memory indexed into DuckDB, hybrid search, LSP server.",
         epilog=EPILOG,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -44,6 +43,8 @@ def template_dir() -> Path:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    import shutil
+
     src = template_dir()
     created = 0
     for item in sorted(src.rglob("*")):

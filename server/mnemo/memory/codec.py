@@ -4,19 +4,23 @@ and back into the same types: a follower's search returns the :class:`SearchOutc
 Not the wire format of the fronts (mnemo.wire, camelCase): field names are the dataclasses' own, so a
 field added to a result crosses the socket without a change here. A hit's ``focus`` (the ranking's
 internal view of its lines) stays with the writer: a rebuilt hit has none.
+
+A decoder imports only its own types: the command line that prints a running server's search (the
+daemon's client) loads the search results' module, not the status's, the feedback's or the index API's
+(~20 ms of the client's ~0.12 s of CPU).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemo.errors import IndexUnavailable
-from mnemo.index.api import FileProblem
-from mnemo.index.feedback import RetrievedChunk
-from mnemo.memory.status import IndexStatus, SyncProgress, VectorProgress
-from mnemo.memory.turns import FeedbackResult
 from mnemo.search.results import ScoreParts, SearchHit, SearchOutcome
+
+if TYPE_CHECKING:
+    from mnemo.memory.status import IndexStatus
+    from mnemo.memory.turns import FeedbackResult
 
 
 def encode_outcome(outcome: SearchOutcome) -> dict[str, Any]:
@@ -39,6 +43,9 @@ def encode_status(status: IndexStatus) -> dict[str, Any]:
 
 
 def decode_status(data: dict[str, Any]) -> IndexStatus:
+    from mnemo.index.api import FileProblem
+    from mnemo.memory.status import IndexStatus, SyncProgress, VectorProgress
+
     try:
         return IndexStatus(
             **{
@@ -64,6 +71,9 @@ def encode_feedback(result: FeedbackResult) -> dict[str, Any]:
 
 
 def decode_feedback(data: dict[str, Any]) -> FeedbackResult:
+    from mnemo.index.feedback import RetrievedChunk
+    from mnemo.memory.turns import FeedbackResult
+
     try:
         return FeedbackResult(**{**data, "chunks": [RetrievedChunk(**c) for c in data["chunks"]]})
     except (KeyError, TypeError) as exc:
