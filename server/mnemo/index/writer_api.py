@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -147,7 +147,7 @@ class IndexWriter(Protocol):
         """Replace the front-matter row (tags, project, type, date) of ``path``."""
         ...
 
-    def meta_paths(self) -> set[str]:
+    def meta_paths(self) -> Set[str]:
         """Paths that have a metadata row."""
         ...
 

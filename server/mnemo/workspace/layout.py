@@ -19,10 +19,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
+from operator import attrgetter
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 from mnemo.errors import MnemoError
+
+_NAME = attrgetter("name")
+"""A directory entry's name (the walk's sort key)."""
 
 
 class FileKind(StrEnum):
@@ -234,7 +238,7 @@ class Workspace:
             parts = rel_path.split("/")
         names = self._ignore_names
         if names is not None:
-            return rel_path in names or any(p in names for p in parts)
+            return rel_path in names or not names.isdisjoint(parts)
         match = self._ignore_re.match
         return match(rel_path) is not None or any(match(p) is not None for p in parts)
 
@@ -328,7 +332,7 @@ class Workspace:
         """Depth-first over a folder with scandir (one lstat a file, symlinks never followed)."""
         try:
             with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=_NAME)
         except OSError:
             return  # deleted or unreadable while scanning
         for entry in entries:

@@ -1,0 +1,56 @@
+"""What the writer's ``files`` and ``file_meta`` tables say of each file, kept between its writes, and
+the statement that gives files whose content did not change their new stamps (:func:`touch`).
+
+Every sync compares them with the disk: an editor's server at each save, a daemon at each search from
+the command line (a file may have changed on disk since). Read from DuckDB at every sync, they cost
+~8 ms at 2,000 notes, next to the ~12 ms of the stat of every file. Kept here, they are read again
+only after a write. The writer owns its index file alone, so nothing else changes the tables; the
+store forgets what is kept when a transaction begins and when it ends (committed or rolled back), and
+when a build writes rows (:class:`mnemo.index.store.ChunkStore`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from mnemo.index import file_meta
+from mnemo.index.duckdb_native import duckdb
+from mnemo.index.writer_api import FileState
+
+
+class KnownFiles:
+    """The indexed files' states and the paths with a ``file_meta`` row, each read on first use after
+    :meth:`forget`. What is returned must not be changed (it is kept)."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, FileState] | None = None
+        self._with_meta: frozenset[str] | None = None
+
+    def states(self, con: duckdb.DuckDBPyConnection) -> Mapping[str, FileState]:
+        """Each indexed file's digest, mtime and size, by path."""
+        if self._states is None:
+            rows = con.execute("SELECT path, hash, mtime, size FROM files").fetchall()
+            self._states = {path: FileState(digest, mtime, size) for path, digest, mtime, size in rows}
+        return self._states
+
+    def with_meta(self, con: duckdb.DuckDBPyConnection) -> frozenset[str]:
+        """The paths that have a ``file_meta`` row."""
+        if self._with_meta is None:
+            self._with_meta = frozenset(file_meta.known(con))
+        return self._with_meta
+
+    def forget(self) -> None:
+        """The tables may change (a transaction begins or ends, a build writes): read them again."""
+        self._states = None
+        self._with_meta = None
+
+
+def touch(con: duckdb.DuckDBPyConnection, stamps: Sequence[tuple[str, float, int]]) -> None:
+    """New mtimes and sizes of files whose content is unchanged, ``(path, mtime, size)``: one statement."""
+    if stamps:
+        paths, mtimes, sizes = (list(column) for column in zip(*stamps, strict=True))
+        con.execute(
+            "UPDATE files SET mtime = t.mtime, size = t.size FROM (SELECT unnest(?::VARCHAR[]) AS path, "
+            "unnest(?::DOUBLE[]) AS mtime, unnest(?::BIGINT[]) AS size) t WHERE files.path = t.path",
+            [paths, mtimes, sizes],
+        )
