@@ -202,6 +202,10 @@ def test_the_kept_file_states_never_outlive_a_rolled_back_write(make_workspace, 
         assert "memory/ghost.md" in store.file_states()  # the transaction sees its own row
         raise RuntimeError("a failure mid-write")
     assert dict(store.file_states()) == before  # read again after the rollback
+    kept = store.file_states()
+    with store.transaction():  # (vectors, caches, statistics: no files or file_meta row written)
+        store.con.execute("SELECT count(*) FROM chunks").fetchone()
+    assert store.file_states() is kept
     with store.transaction():
         store.touch_files([("memory/a.md", 123.0, 7)])
     assert (store.file_states()["memory/a.md"].mtime, store.file_states()["memory/a.md"].size) == (123.0, 7)

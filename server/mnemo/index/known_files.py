@@ -4,9 +4,10 @@ the statement that gives files whose content did not change their new stamps (:f
 Every sync compares them with the disk: an editor's server at each save, a daemon at each search from
 the command line (a file may have changed on disk since). Read from DuckDB at every sync, they cost
 ~8 ms at 2,000 notes, next to the ~12 ms of the stat of every file. Kept here, they are read again
-only after a write. The writer owns its index file alone, so nothing else changes the tables; the
-store forgets what is kept when a transaction begins and when it ends (committed or rolled back), and
-when a build writes rows (:class:`mnemo.index.store.ChunkStore`).
+only after one of their rows is written. The writer owns its index file alone, so nothing else changes
+the tables: the store calls :meth:`KnownFiles.changing` before each write of a ``files`` or
+``file_meta`` row, and :meth:`KnownFiles.transaction_ended` when a transaction commits or rolls back
+(what was read inside it may be uncommitted). Other writes (vectors, caches, statistics) keep them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class KnownFiles:
     def __init__(self) -> None:
         self._states: dict[str, FileState] | None = None
         self._with_meta: frozenset[str] | None = None
+        self._written = False
+        """A row was written since the current transaction began (or outside any)."""
 
     def states(self, con: duckdb.DuckDBPyConnection) -> Mapping[str, FileState]:
         """Each indexed file's digest, mtime and size, by path."""
@@ -39,10 +42,19 @@ class KnownFiles:
             self._with_meta = frozenset(file_meta.known(con))
         return self._with_meta
 
-    def forget(self) -> None:
-        """The tables may change (a transaction begins or ends, a build writes): read them again."""
+    def changing(self) -> None:
+        """A ``files`` or ``file_meta`` row is about to be written: read them again, and again once the
+        transaction ends."""
         self._states = None
         self._with_meta = None
+        self._written = True
+
+    def transaction_ended(self) -> None:
+        """A transaction committed or rolled back: what was read after a write in it is dropped."""
+        if self._written:
+            self._written = False
+            self._states = None
+            self._with_meta = None
 
 
 def touch(con: duckdb.DuckDBPyConnection, stamps: Sequence[tuple[str, float, int]]) -> None:

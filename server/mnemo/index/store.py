@@ -66,8 +66,7 @@ class ChunkStore(SideTables):
         """BM25 postings in memory for keyword queries; kept current after each commit."""
         self.counts_memo = CountsMemo()
         """Counts of files, chunks and vectors, kept until the next commit."""
-        self.known_files = KnownFiles()
-        """The files table's states and the paths with metadata, kept until the next write."""
+        self.known_files = KnownFiles()  # what a sync compares with the disk, kept until a file's row changes
         self.vector_cache = VectorCache(identity.dims)
         """Chunk vectors in memory for searches; kept current after each commit."""
         self.record_cache = RecordCache()
@@ -201,11 +200,10 @@ class ChunkStore(SideTables):
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         self._commit_build()
         self.con.execute("BEGIN TRANSACTION")
-        self.known_files.forget()
         try:
             yield self.con
         except BaseException:
-            self.known_files.forget()
+            self.known_files.transaction_ended()
             self._fts_added, self._fts_removed, self._vectors_changed = [], [], []
             self._rows_changed = []
             self._counts = None
@@ -214,7 +212,7 @@ class ChunkStore(SideTables):
             raise
         counts, self._counts = self._counts, None  # (kept only if the commit goes through)
         self.con.execute("COMMIT")
-        self.known_files.forget()
+        self.known_files.transaction_ended()
         self._counts = counts
         try:
             self._caches_after_commit()
@@ -259,25 +257,26 @@ class ChunkStore(SideTables):
         chunks: int,
         problem: str | None,
     ) -> None:
-        self._rows_written()
+        self._rows_written(files=True)
         self.con.execute("DELETE FROM files WHERE path = ?", [path])
         self.con.execute(
             "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [path, kind, source, day, digest, mtime, size, chunks, problem],
         )
 
-    def touch_files(self, stamps: Sequence[tuple[str, float, int]]) -> None:
-        """New mtimes and sizes of files whose content is unchanged, ``(path, mtime, size)``: one statement."""
+    def touch_files(self, stamps: Sequence[tuple[str, float, int]]) -> None:  # (known_files.touch)
+        self.known_files.changing()
         known_files.touch(self.con, stamps)
 
     def write_meta(self, path: str, meta: FileMeta) -> None:
+        self.known_files.changing()
         file_meta.write(self.con, path, meta)
 
     def meta_paths(self) -> Set[str]:
         return self.known_files.with_meta(self.con)
 
     def delete_file(self, path: str) -> None:
-        self._rows_written()
+        self._rows_written(files=True)
         ids = [row[0] for row in self.con.execute("SELECT id FROM chunks WHERE path = ?", [path]).fetchall()]
         self.delete_chunks(ids)
         self.con.execute("DELETE FROM files WHERE path = ?", [path])
@@ -323,6 +322,7 @@ class ChunkStore(SideTables):
         if self._build_open:
             self._build_open = False
             self.con.execute("COMMIT")
+            self.known_files.transaction_ended()
             self.counts_memo.changed()
             self._vectors_changed = []  # a building index's caches are filled after finish_indexes
 
@@ -339,7 +339,7 @@ class ChunkStore(SideTables):
             self.con.execute("BEGIN TRANSACTION")
             self._build_open = True
         self.insert_chunks(staged.rows, vectors, live=False, pending=staged.pending)
-        self._rows_written()
+        self._rows_written(files=True)
         with batch_view(self.con, "staged", row_columns(staged.files, FILE_COLUMNS)):
             self.con.execute("INSERT INTO files SELECT * FROM staged")
         file_meta.write_many(self.con, staged.metas)
@@ -374,11 +374,12 @@ class ChunkStore(SideTables):
             fts.add_docs(self.con, ids)
             self._fts_added.extend(ids)
 
-    def _rows_written(self) -> None:
-        """Chunks or files were inserted or deleted: count again, read pending chunks and files afresh."""
+    def _rows_written(self, *, files: bool = False) -> None:
+        """Chunks (``files``: and files) are written: count again, read pending chunks (and files) afresh."""
         self._counts = None
-        self.known_files.forget()
         self._read_ahead.drop()
+        if files:
+            self.known_files.changing()
 
     # -- pending vectors (mnemo.index.pending) -----------------------------------------------------
     def pending_batch(self, limit: int) -> list[PendingChunk]:
