@@ -20,8 +20,8 @@ from mnemo.index.writer_api import FileState
 
 
 class KnownFiles:
-    """The indexed files' states and the paths with a ``file_meta`` row, each read on first use after
-    :meth:`forget`. What is returned must not be changed (it is kept)."""
+    """The indexed files' states and the paths with a ``file_meta`` row, each read on first use and again
+    after one of their rows is written. What is returned must not be changed (it is kept)."""
 
     def __init__(self) -> None:
         self._states: dict[str, FileState] | None = None
