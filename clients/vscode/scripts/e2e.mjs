@@ -109,9 +109,11 @@ async function selectionStatus() {
 
 /** The frame of the chat webview (nested iframes; scan for our element). */
 async function chatFrame() {
+  // The panel's script marks <body data-ready> once its listeners are attached: an Enter pressed in
+  // #input before that is a newline nobody sends (the HTML, and #input, are there before the script).
   return until("the chat webview", async () => {
     for (const frame of page.frames()) {
-      if (await frame.locator("#input").count().catch(() => 0)) return frame;
+      if (await frame.locator("body[data-ready] #input").count().catch(() => 0)) return frame;
     }
     return undefined;
   }, 30000, 500);

@@ -214,5 +214,8 @@ setInterval(() => {
   });
 }, 1000);
 
-input.value = vscode.getState()?.draft ?? "";
+// A draft kept from before the panel was hidden comes back; text typed before this script ran is kept.
+const draft = vscode.getState()?.draft;
+if (draft) input.value = draft;
+document.body.dataset.ready = "true"; // the listeners above are attached (the end-to-end run waits for it)
 post({ type: "ready" });
