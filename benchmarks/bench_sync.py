@@ -7,7 +7,8 @@ A synthetic English workspace of ``--files`` notes (benchmarks/synthetic.py) is 
 in this process, by the writer's services (as `mnemo serve` holds them). Then, round after round:
 ``--syncs`` syncs with nothing changed on disk, and as many with one note rewritten before each (its
 chunks indexed again, the rest compared with the disk). CPU is this process's (user + system, all
-threads), per sync; the medians of the rounds are printed, with each round's.
+threads), per sync; the table (benchmarks/out/bench_sync.md and .json) gives the median of the rounds
+and each round's, under the machine (CPU model, cores, load) and the command.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.common import command_line, cpu_seconds, machine, machine_line, md_table, write_outputs
 from benchmarks.synthetic import generate
 
 
@@ -31,9 +32,9 @@ def per_sync_ms(syncs: int, before_each: Callable[[int], None], sync: Callable[[
     spent = 0.0
     for i in range(syncs):
         before_each(i)
-        start = time.process_time()
+        start = cpu_seconds()
         sync()
-        spent += time.process_time() - start
+        spent += cpu_seconds() - start
     return 1000 * spent / syncs
 
 
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--syncs", type=int, default=100, help="syncs of each kind a round (default 100)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     args = parser.parse_args(argv)
+    started_on = machine()  # (the load before the run)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from mnemo.services import build_services
 
@@ -68,13 +70,15 @@ def main(argv: list[str] | None = None) -> int:
                 one_changed.append(per_sync_ms(args.syncs, rewrite, memory.sync))
         finally:
             services.close()
-    rounds = lambda values: ", ".join(f"{v:.1f}" for v in values)  # noqa: E731
-    print(
-        f"`python benchmarks/bench_sync.py --files {args.files} --syncs {args.syncs} --rounds {args.rounds}`"
+    rows = [
+        [kind, statistics.median(values), ", ".join(f"{v:.1f}" for v in values)]
+        for kind, values in (("nothing changed", unchanged), ("one note rewritten", one_changed))
+    ]
+    table = md_table(["sync", "CPU ms, median", "each round"], rows)
+    markdown = f"`{command_line()}`\n\n{machine_line(started_on)}\n\n{table}"
+    write_outputs(
+        "bench_sync", {"args": vars(args), "unchanged_ms": unchanged, "one_changed_ms": one_changed}, markdown
     )
-    print(f"load (1/5/15 min) at the end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print(f"sync, nothing changed: {statistics.median(unchanged):.1f} ms of CPU ({rounds(unchanged)})")
-    print(f"sync, one note changed: {statistics.median(one_changed):.1f} ms of CPU ({rounds(one_changed)})")
     return 0
 
 

@@ -89,6 +89,6 @@ def delete(con: duckdb.DuckDBPyConnection, path: str) -> None:
     con.execute("DELETE FROM file_meta WHERE path = ?", [path])
 
 
-def known(con: duckdb.DuckDBPyConnection) -> set[str]:
+def known(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
     """Paths that have a row."""
-    return {row[0] for row in con.execute("SELECT path FROM file_meta").fetchall()}
+    return frozenset(row[0] for row in con.execute("SELECT path FROM file_meta").fetchall())

@@ -39,7 +39,7 @@ class KnownFiles:
     def with_meta(self, con: duckdb.DuckDBPyConnection) -> frozenset[str]:
         """The paths that have a ``file_meta`` row."""
         if self._with_meta is None:
-            self._with_meta = frozenset(file_meta.known(con))
+            self._with_meta = file_meta.known(con)
         return self._with_meta
 
     def changing(self) -> None:
