@@ -51,23 +51,28 @@ def chunk_inputs(files: dict[str, str]) -> list[str]:
 
 def several_sequences(embedder: Any) -> Any:
     """A second llama.cpp context on the embedder's model that holds many sequences: mnemo's own holds
-    one (``native_probe.model_params(one_sequence=True)``: llama.cpp reserves a row of logits for each)."""
+    one (``native_probe.model_params(one_sequence=True)``: llama.cpp reserves a row of logits for each).
+    Loaded under the same model parameters as mnemo's (``model_params``: the extra buffer types only
+    where this CPU's probe allows them, so a CPU with AMX loads it as mnemo does)."""
     import llama_cpp
+
+    from mnemo import native_probe
 
     first = embedder._load()
     path, _ = embedder._resolve()
-    return llama_cpp.Llama(
-        model_path=str(path),
-        embedding=True,
-        n_ctx=first.n_ctx(),
-        n_batch=first.n_batch,
-        n_ubatch=first.n_batch,
-        n_threads=embedder._threads,
-        n_threads_batch=embedder._threads,
-        pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
-        n_gpu_layers=0,
-        verbose=False,
-    )
+    with native_probe.model_params(embedder._extra_buffer_types(path)):
+        return llama_cpp.Llama(
+            model_path=str(path),
+            embedding=True,
+            n_ctx=first.n_ctx(),
+            n_batch=first.n_batch,
+            n_ubatch=first.n_batch,
+            n_threads=embedder._threads,
+            n_threads_batch=embedder._threads,
+            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN,
+            n_gpu_layers=0,
+            verbose=False,
+        )
 
 
 def raw_decoder(llm: Any, per_decode: int) -> Callable[[list[list[int]]], None]:
