@@ -180,6 +180,25 @@ def test_queue_resolved_from_another_thread(ws: Path, audit: AuditLog) -> None:
     assert (ws / "a.md").read_text(encoding="utf-8") == "x"
 
 
+def test_an_answer_before_the_wait_is_kept(ws: Path, audit: AuditLog) -> None:
+    """An editor can answer before the gate's thread starts waiting (a busy machine deschedules that
+    thread between submitting the request and waiting on it). The answer must stand: a CI run once saw
+    the editor's "allow_once" come back as "refused: the user denied it"."""
+    queue = ApprovalQueue()
+
+    def instant_client(request: ApprovalRequest) -> None:
+        assert queue.resolve(request.id, "allow_once", by="client")
+
+    queue.add_asker(instant_client)
+    gate = ToolGate(ws, PolicyConfig(), audit, queue, approval_timeout_s=60)
+    outcome = gate.call("s1", "write_file", {"path": "a.md", "content": "x"})
+    assert outcome.ok and outcome.approval == "allow_once", outcome.output
+    assert (ws / "a.md").read_text(encoding="utf-8") == "x"
+    approval = next(e["data"] for e in audit.entries() if e["kind"] == "approval")
+    assert (approval["choice"], approval["by"]) == ("allow_once", "client")
+    assert queue.pending() == []
+
+
 def test_sandbox_unavailable_fails_closed(ws: Path, audit: AuditLog, monkeypatch: pytest.MonkeyPatch) -> None:
     def unavailable(*args: object, **kwargs: object) -> None:
         raise SandboxUnavailable("bubblewrap (bwrap) is not installed")

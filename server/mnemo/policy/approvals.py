@@ -92,7 +92,7 @@ class ApprovalQueue:
         its withdraw function runs when the request is answered elsewhere or times out."""
         self._askers.append(asker)
 
-    def submit(self, request: ApprovalRequest) -> None:
+    def _submit(self, request: ApprovalRequest) -> _Pending:
         item = _Pending(request)
         with self._lock:
             self._pending[request.id] = item
@@ -101,6 +101,7 @@ class ApprovalQueue:
             if withdraw is not None:
                 item.withdraw.append(withdraw)
         self._changed()
+        return item
 
     def pending(self) -> list[ApprovalRequest]:
         with self._lock:
@@ -120,21 +121,19 @@ class ApprovalQueue:
         self._changed()
         return True
 
-    def wait(self, request_id: str, timeout_s: float) -> Choice:
-        """Block until ``request_id`` is resolved; ``"deny"`` (resolution ``timeout``) when time runs out."""
-        with self._lock:
-            item = self._pending.get(request_id)
-        if item is None:
-            return "deny"
+    def _wait(self, item: _Pending, timeout_s: float) -> Choice:
+        """Block until ``item`` is resolved; ``"deny"`` (resolution ``timeout``) when time runs out.
+
+        It waits on the item itself, not on a lookup by id: an answer can come (and take the item off
+        the queue) before this thread gets here, and that answer stands."""
         if item.done.wait(max(0.0, timeout_s)):
             return item.choice
-        if self.resolve(request_id, "deny", by="timeout"):
+        if self.resolve(item.request.id, "deny", by="timeout"):
             return "deny"
         return item.choice  # resolved in the instant between the wait and the timeout
 
     def ask(self, request: ApprovalRequest) -> Choice:
-        self.submit(request)
-        return self.wait(request.id, request.timeout_s)
+        return self._wait(self._submit(request), request.timeout_s)
 
 
 class TerminalApprover:
