@@ -116,7 +116,7 @@ def serve_until_idle(root: Path, idle_s: float) -> int:
 
         prepare(shared.memory.embedder)  # the model before the index: its one-time peak while small
         try:
-            shared.memory.sync()  # the keyword side first; the vectors follow on the embedding thread
+            shared.sync_if_writer()  # the keyword side first; the vectors follow on the embedding thread
         except MnemoError as exc:
             log.warning("index sync failed: %s", exc)
         while not stop.wait(IDLE_CHECK_S):

@@ -74,11 +74,10 @@ def _sync_loop(
     while not stop.wait(every_s):
         if daily is not None:
             daily()
-        if shared.is_writer:
-            try:
-                shared.memory.sync()
-            except Exception as exc:  # the gateway keeps serving; the next round retries
-                log.warning("index sync failed: %s", exc)
+        try:
+            shared.sync_if_writer()
+        except Exception as exc:  # the gateway keeps serving; the next round retries
+            log.warning("index sync failed: %s", exc)
 
 
 def run_gateway(args: argparse.Namespace) -> int:
@@ -185,10 +184,12 @@ def _quiet_sync(shared: SharedMemory) -> None:
 
     prepare(shared.memory.embedder)  # the model before the index: its one-time peak while small
     try:
-        report = shared.memory.sync()
-        log.info("index up to date: %d file(s) indexed of %d", report.files_indexed, report.files_seen)
+        report = shared.sync_if_writer()  # (an editor's server may have taken the index meanwhile)
     except Exception as exc:
         log.warning("index sync failed: %s", exc)
+        return
+    if report is not None:
+        log.info("index up to date: %d file(s) indexed of %d", report.files_indexed, report.files_seen)
 
 
 class _Stopping:

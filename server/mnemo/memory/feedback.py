@@ -65,13 +65,16 @@ class FeedbackBook:
         settings: SearchSettings,
         flush_retrievals: Callable[[], object],
         changed: Callable[[], object],
+        open_index: Callable[[], None],
     ) -> None:
+        """``open_index``: opens the index when none is open (the write lock held)."""
         self.root = root
         self.indexer = indexer
         self._write_lock = write_lock
         self.settings = settings
         self._flush_retrievals = flush_retrievals
         self._changed = changed
+        self._open_index = open_index
 
     # -- recording --------------------------------------------------------------------------------
     def session_turns(self, session_id: str) -> list[Turn]:
@@ -120,7 +123,7 @@ class FeedbackBook:
 
     def _store(self) -> HistoryTables:
         if self.indexer.store is None:
-            self.indexer.open()
+            self._open_index()
         if self.indexer.store is None:
             raise FeedbackError("the index is not built yet; run `mnemo index` first")
         return self.indexer.store

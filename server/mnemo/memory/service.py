@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
-from mnemo.errors import IndexBusy, MnemoError
+from mnemo.errors import IndexBusy, IndexUnavailable, MnemoError
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.engine import IndexEngine
 from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
@@ -63,6 +63,9 @@ class MemoryService:
         self.indexer: IndexEngine = indexer or Indexer(workspace, embedder, settings.index, settings.chunking)
         self.index_state = IndexState()
         self._write_lock = threading.RLock()
+        self._released = False
+        """The index was handed to another process (:meth:`release_index`): nothing here reopens it until
+        :meth:`reclaim_index`."""
         self.buffers = EditorBuffers(self._apply_pending_quietly)
         """Editor buffers waiting for the writer, and the open ones' texts (they win over the disk)."""
         self.generation = 0
@@ -77,6 +80,7 @@ class MemoryService:
             settings.search,
             self.flush_retrievals,
             self._changed,
+            self._open_index,
         )
         """Feedback on the chat turns that used each chunk, and the usefulness prior (mnemo.memory.feedback)."""
         self.recovery = Recovery(self.indexer, self._write_lock, self._repaired)
@@ -143,10 +147,11 @@ class MemoryService:
                 progress(done, total, current)
 
         with self._write_lock:
+            self._refuse_if_released()
             self.index_state.state = "indexing"
             try:
                 if self.indexer.store is None:
-                    self.indexer.open()  # the existing index (repaired if need be), whatever its model
+                    self._open_index()  # the existing index (repaired if need be), whatever its model
                 saved = self.recorder.saved(full or self.indexer.foreign)
                 saved_feedback = self.feedback.saved(full or self.indexer.foreign)
                 report = self.indexer.sync(
@@ -342,7 +347,7 @@ class MemoryService:
         if self._write_lock.acquire(blocking=False):
             try:
                 if self.indexer.store is None:
-                    self.indexer.open()
+                    self._open_index()
             finally:
                 self._write_lock.release()
         else:  # a sync is running: it opens the existing index first, or builds one
@@ -367,13 +372,29 @@ class MemoryService:
             config_problems=[str(p) for p in self.config_problems],
         )
 
+    def _open_index(self) -> None:
+        """Open the index (the write lock held), unless this process handed it to another one."""
+        self._refuse_if_released()
+        self.indexer.open()
+
+    def _refuse_if_released(self) -> None:
+        if self._released:
+            raise IndexUnavailable("this process handed the index to another mnemo process, its writer now")
+
     def release_index(self) -> None:
-        """Close the index file so another process can write it; the next call that needs it reopens it."""
+        """Close the index file so another process can write it. Nothing reopens it here (a sync or
+        search that was already on its way fails with IndexUnavailable) until :meth:`reclaim_index`."""
         self.flush_retrievals(timeout_s=5.0)
         with self._write_lock:
+            self._released = True
             self.indexer.close()
             self.indexer.opened.clear()
             self.index_state.state = "released"
+
+    def reclaim_index(self) -> None:
+        """This process is the index's writer again (it took the lease): the next call reopens it."""
+        with self._write_lock:
+            self._released = False
 
     def close(self) -> None:
         self.vectors.close()

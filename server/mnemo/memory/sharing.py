@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mnemo.errors import IndexUnavailable, MnemoError
 from mnemo.memory import codec
@@ -48,10 +48,12 @@ from mnemo.memory.writer_client import (
 from mnemo.search.results import SearchOutcome
 
 if TYPE_CHECKING:  # the command line's client (ask_writer) loads no index machinery
+    from mnemo.index.file_rows import SyncReport
     from mnemo.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 YIELD_WAIT_S = 15.0
 YIELDING_ROLES = ("gateway", "daemon")
 """Writers that hand the index to an editor's server when it starts."""
@@ -93,6 +95,7 @@ class SharedMemory:
                 os.close(fd)
                 return False
             self._lock_fd = fd
+            self.memory.reclaim_index()
             self._serve()
             info = {"pid": os.getpid(), "role": self.role, "socket": str(self.socket_path)}
             tmp = self.dir / (INFO_FILE + ".tmp")
@@ -234,39 +237,70 @@ class SharedMemory:
                 time.sleep(0.2)  # the writer is changing hands; try again (or take the lease)
         raise IndexUnavailable("the index writer (another mnemo process) is not answering; try again")
 
+    def _by_writer(self, request: dict[str, Any], decode: Callable[[Any], T], local: Callable[[], T]) -> T:
+        """Asked of the writer when another process is it, else done here. A call that finds the index
+        handed over on its way (this process yielded it to an editor's server) asks the new writer."""
+        for handed_over in (False, True):
+            if not self.is_writer:
+                got = self._remote(request)
+                if got is not None:
+                    return decode(got)
+            try:
+                return local()
+            except IndexUnavailable:
+                if handed_over or self.is_writer:
+                    raise
+        raise AssertionError("unreachable")
+
+    def sync_if_writer(self) -> SyncReport | None:
+        """Sync the index when this process writes it; None when it does not (or yielded it meanwhile)."""
+        if not self.is_writer:
+            return None
+        try:
+            return self.memory.sync()
+        except IndexUnavailable:
+            if self.is_writer:
+                raise
+            return None
+
     def search(
         self, query: str, *, max_results: int | None = None, record: bool = True, filters: Any = None
     ) -> SearchOutcome:
         """Searched by the writer; ``record=False``: not counted in retrieval statistics; ``filters``:
         a JSON object (:mod:`mnemo.search.filters`)."""
-        if not self.is_writer:
-            args = {"query": query, "maxResults": max_results, "record": record, "filters": filters}
-            got = self._remote({"op": "search", "args": args})
-            if got is not None:
-                return codec.decode_outcome(got)
-        return self.memory.search(query, max_results=max_results, record=record, filters=filters)
+        args = {"query": query, "maxResults": max_results, "record": record, "filters": filters}
+        return self._by_writer(
+            {"op": "search", "args": args},
+            codec.decode_outcome,
+            lambda: self.memory.search(query, max_results=max_results, record=record, filters=filters),
+        )
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> FileLines:
         return self.memory.get(path, from_line, lines)
 
     def record_feedback(self, session_id: str, turn: int | None, useful: bool) -> FeedbackResult:
         """Feedback on a chat turn (:mod:`mnemo.memory.feedback`), recorded by the writer."""
-        if not self.is_writer:
-            args = {"sessionId": session_id, "turn": turn, "useful": useful}
-            got = self._remote({"op": "feedback", "args": args})
-            if got is not None:
-                return codec.decode_feedback(got)
-        return self.memory.record_feedback(session_id, turn, useful)
+        args = {"sessionId": session_id, "turn": turn, "useful": useful}
+        return self._by_writer(
+            {"op": "feedback", "args": args},
+            codec.decode_feedback,
+            lambda: self.memory.record_feedback(session_id, turn, useful),
+        )
 
     def status(self) -> IndexStatus:
-        if not self.is_writer:
-            got = self._remote({"op": "status"})
-            if got is not None:
-                return codec.decode_status(got).shared("another process", self.role)
+        return self._by_writer(
+            {"op": "status"},
+            lambda got: codec.decode_status(got).shared("another process", self.role),
+            self._local_status,
+        )
+
+    def _local_status(self) -> IndexStatus:
         self.memory.ensure_open()
         return self.memory.status().shared("this process", self.role)
 
     def changed(self) -> None:
         """Memory files changed on disk (the agent wrote one): have the writer re-index."""
-        if self.is_writer or self._remote({"op": "changed"}) is None:
-            self.memory.sync()
+        self._by_writer({"op": "changed"}, lambda _got: None, self._sync_here)
+
+    def _sync_here(self) -> None:
+        self.memory.sync()
