@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,25 @@ def test_an_answer_before_the_wait_is_kept(ws: Path, audit: AuditLog) -> None:
     approval = next(e["data"] for e in audit.entries() if e["kind"] == "approval")
     assert (approval["choice"], approval["by"]) == ("allow_once", "client")
     assert queue.pending() == []
+
+
+def test_an_answer_while_an_asker_shows_the_request_withdraws_its_dialog() -> None:
+    """Another front (mnemo/resolveApproval, the gateway's approvals.resolve, a client gone) can answer
+    while an asker is still sending the request to its editor. Its dialog was never withdrawn then, and
+    stayed open for good."""
+    queue = ApprovalQueue()
+    withdrawn: list[str] = []
+
+    def slow_editor(request: ApprovalRequest) -> Callable[[], object]:
+        answer = threading.Thread(target=queue.resolve, args=(request.id, "deny", "resolve"))
+        answer.start()
+        answer.join(30)
+        return lambda: withdrawn.append(request.id)
+
+    queue.add_asker(slow_editor)
+    request = ApprovalRequest("s1", "exec", {}, "rm x", "confirm", "r", "why", timeout_s=30)
+    assert queue.ask(request) == "deny" and request.resolution == "resolve"
+    assert withdrawn == [request.id]
 
 
 def test_sandbox_unavailable_fails_closed(ws: Path, audit: AuditLog, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
+from types import SimpleNamespace as NS
+from typing import Any
 
 import pytest
 
@@ -53,3 +57,67 @@ async def test_a_failed_pass_does_not_block_the_next() -> None:
         with pytest.raises(RuntimeError):
             await one_pass()
     assert calls == 2
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    for _ in range(3000):
+        if done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")
+
+
+async def test_an_older_texts_diagnostics_never_overwrite_a_newer_ones() -> None:
+    """Two publishes of one document overlap when the first waits for the index (up to 30 s while a
+    sync holds the writer): the older text's diagnostics, finished last, replaced the newer ones, and
+    the editor showed problems of text that was gone until the next edit."""
+    from mnemo.lsp.handlers import diagnostics
+
+    uri = "file:///ws/memory/a.md"
+    document = NS(source="v1 text", version=1)
+    published: list[tuple[int, str]] = []
+    first_started, newer_published, first_returned = threading.Event(), threading.Event(), threading.Event()
+
+    def diagnose_buffer(rel: str, text: str) -> list[object]:
+        if text == "v1 text":  # the first publish: still diagnosing when the buffer changes
+            first_started.set()
+            assert newer_published.wait(30)
+            first_returned.set()
+        return [
+            NS(
+                start=(0, 0),
+                end=(0, 1),
+                message=f"in {text}",
+                severity="warning",
+                code="x",
+                related=[],
+                kind="k",
+                data={},
+            )
+        ]
+
+    def publish(params: Any) -> None:
+        published.append((params.version, params.diagnostics[0].message))
+        if params.version == 2:
+            newer_published.set()
+
+    server = NS(
+        core=NS(
+            workspace=NS(rel_from_uri=lambda uri: "memory/a.md", uri=lambda rel: uri),
+            editor=NS(diagnose_buffer=diagnose_buffer),
+            settings=NS(server=NS(debounce_ms=1)),
+        ),
+        workspace=NS(get_text_document=lambda uri: document),
+        text_document_publish_diagnostics=publish,
+        document_listeners=[],
+        index_listeners=[],
+    )
+    diagnostics.register(server)
+    schedule = server.document_listeners[0]
+    schedule(uri)  # opened at version 1
+    await _until(first_started.is_set)
+    document.source, document.version = "v2 text", 2
+    schedule(uri)  # changed to version 2
+    await _until(first_returned.is_set)
+    await asyncio.sleep(0.2)  # the first publish's last step
+    assert published == [(2, "in v2 text")], published

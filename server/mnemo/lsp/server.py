@@ -88,6 +88,7 @@ class MnemoLanguageServer(LanguageServer):
         self.lifeline = Lifeline(self.client_gone)
         """Ends the server when the editor goes away without ``exit`` (see :mod:`mnemo.lifeline`)."""
         self._gone = threading.Event()
+        self._gone_lock = threading.Lock()
         self._close_lock = threading.Lock()
         self._deferred: list[Callable[[], None]] = []
         """Notification work waiting for the services, run in order on the event loop once they are up."""
@@ -203,9 +204,10 @@ class MnemoLanguageServer(LanguageServer):
         Worker threads (indexing, embedding, a chat turn) cannot be interrupted and the interpreter
         would wait for them at exit, so the process ends within :data:`~mnemo.lifeline.EXIT_GRACE_S`
         whatever they are doing."""
-        if self._gone.is_set():
-            return
-        self._gone.set()
+        with self._gone_lock:  # the lifeline, stdin's end and `exit` can each call this at once
+            if self._gone.is_set():
+                return
+            self._gone.set()
         log.info("mnemo serve: %s; exiting", reason)
         self.lifeline.stop()
         self.index_cancel.set()

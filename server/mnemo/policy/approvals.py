@@ -98,8 +98,14 @@ class ApprovalQueue:
             self._pending[request.id] = item
         for asker in list(self._askers):
             withdraw = asker(request)
-            if withdraw is not None:
-                item.withdraw.append(withdraw)
+            if withdraw is None:
+                continue
+            with self._lock:  # answered while this asker showed it: withdraw its dialog at once
+                answered = item.done.is_set()
+                if not answered:
+                    item.withdraw.append(withdraw)
+            if answered:
+                withdraw()
         self._changed()
         return item
 
@@ -116,7 +122,8 @@ class ApprovalQueue:
             item.choice = choice
             item.request.resolution = by
             item.done.set()
-        for withdraw in item.withdraw:
+            withdraws = list(item.withdraw)
+        for withdraw in withdraws:
             withdraw()
         self._changed()
         return True

@@ -105,6 +105,8 @@ def register(server: MnemoLanguageServer) -> None:
         document = server.workspace.get_text_document(uri)
         text, version = document.source, document.version
         problems = await asyncio.to_thread(server.core.editor.diagnose_buffer, rel, text)
+        if server.workspace.get_text_document(uri).version != version:
+            return  # edited (or closed) meanwhile: the newer text's own publish is on its way
         server.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri, [to_diagnostic(server, p) for p in problems], version)
         )
