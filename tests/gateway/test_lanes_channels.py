@@ -15,6 +15,7 @@ import pytest
 
 from mnemo.agent.providers import ChatMessage
 from mnemo.gateway.channels.webhook import sign
+from mnemo.gateway.lanes import Lanes
 from mnemo.gateway.server import BindRefused, check_bind
 
 from .conftest import WEBHOOK_SECRET, login
@@ -60,6 +61,36 @@ async def test_one_session_runs_in_order_and_sessions_run_side_by_side(start_gat
     assert (
         len({r["sessionId"] for r in replies[:4]}) == 1 and replies[0]["sessionId"] != replies[4]["sessionId"]
     )
+
+
+async def test_an_abandoned_turn_holds_its_lane_until_its_worker_ends() -> None:
+    """A turn whose caller gave up (the turn timeout, a client gone) runs on in its worker thread until it
+    sees the cancel between tokens. Its lane was freed at once: the session's next turn ran beside it,
+    and with steering on, the message after that was "injected" into the abandoned turn and never
+    answered."""
+    lanes = Lanes(max_concurrent=2, queue_limit=5)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def slow() -> None:
+        release.wait(30)
+        ran.append("abandoned")
+
+    try:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(lanes.run("s", slow), timeout=0.1)
+        assert not lanes.steerable("s"), "a message could join a turn nobody waits for"
+        following = asyncio.ensure_future(lanes.run("s", lambda: ran.append("next")))
+        await asyncio.sleep(0.2)
+        assert ran == [] and not following.done(), "the next turn ran beside the abandoned one"
+        assert lanes.stats()["waiting"] == 1
+        release.set()
+        await asyncio.wait_for(following, timeout=30)
+        assert ran == ["abandoned", "next"]
+        assert lanes.stats()["lanes"] == 0 and lanes.stats()["completed"] == 2
+    finally:
+        release.set()
+        lanes.close()
 
 
 async def test_a_full_lane_refuses_with_a_clear_error(start_gateway: Any) -> None:

@@ -64,6 +64,8 @@ class _Lane:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     waiting: int = 0
     running: bool = False
+    abandoned: bool = False
+    """Its caller gave up on the running turn (timeout, client gone); the worker runs on until it notices."""
 
 
 class Lanes:
@@ -76,36 +78,58 @@ class Lanes:
         self.completed = 0
 
     async def run(self, key: str, work: Callable[[], T]) -> T:
-        """Run ``work`` in ``key``'s lane once the turns queued before it are done."""
+        """Run ``work`` in ``key``'s lane once the turns queued before it are done.
+
+        A caller that stops waiting (its timeout, a client gone) gets its CancelledError at once, but the
+        lane and the concurrency slot stay taken until the worker thread has ended: the session's next
+        turn never runs beside it, and nothing is steered into it."""
         lane = self._lanes.setdefault(key, _Lane())
         if lane.waiting >= self.queue_limit:
             raise LaneFull(
                 f"this conversation already has {lane.waiting} messages waiting; try again when it answers"
             )
         lane.waiting += 1
-        counted = True
         try:
-            async with lane.lock:  # asyncio.Lock wakes its waiters first in, first out
-                lane.waiting -= 1
-                counted = False
-                async with self._slots:
-                    lane.running = True
-                    try:
-                        return await asyncio.get_running_loop().run_in_executor(self._pool, work)
-                    finally:
-                        lane.running = False
-                        self.completed += 1
-        finally:
-            if counted:  # cancelled while waiting
-                lane.waiting -= 1
-            if not lane.running and lane.waiting == 0 and not lane.lock.locked():
-                self._lanes.pop(key, None)
+            await lane.lock.acquire()  # asyncio.Lock wakes its waiters first in, first out
+        except BaseException:  # cancelled while waiting
+            lane.waiting -= 1
+            self._drop_if_idle(key, lane)
+            raise
+        lane.waiting -= 1
+        try:
+            await self._slots.acquire()
+        except BaseException:
+            lane.lock.release()
+            self._drop_if_idle(key, lane)
+            raise
+        lane.running, lane.abandoned = True, False
+        future = asyncio.get_running_loop().run_in_executor(self._pool, work)
+        future.add_done_callback(lambda done: self._turn_ended(key, lane, done))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            lane.abandoned = True
+            raise
+
+    def _turn_ended(self, key: str, lane: _Lane, done: asyncio.Future[T]) -> None:
+        """The worker thread has ended (on the event loop): free the slot and the lane."""
+        if not done.cancelled():
+            done.exception()  # (retrieved: an abandoned turn's failure is not reported again)
+        lane.running, lane.abandoned = False, False
+        self.completed += 1
+        self._slots.release()
+        lane.lock.release()
+        self._drop_if_idle(key, lane)
+
+    def _drop_if_idle(self, key: str, lane: _Lane) -> None:
+        if not lane.running and lane.waiting == 0 and not lane.lock.locked():
+            self._lanes.pop(key, None)
 
     def steerable(self, key: str) -> bool:
-        """A turn of ``key`` runs and no message waits behind it: a new one may join that turn without
-        overtaking anything (event-loop only, like :meth:`run`)."""
+        """A turn of ``key`` runs, its caller still waits for it, and no message waits behind it: a new
+        one may join that turn without overtaking anything (event-loop only, like :meth:`run`)."""
         lane = self._lanes.get(key)
-        return lane is not None and lane.running and lane.waiting == 0
+        return lane is not None and lane.running and not lane.abandoned and lane.waiting == 0
 
     def stats(self) -> dict[str, int]:
         return {
