@@ -34,21 +34,24 @@ class LspLogHandler(logging.Handler):
         super().__init__(logging.WARNING)
         self.server = server
         self.buffer: list[tuple[types.MessageType, str]] = []
+        self._buffer_lock = threading.Lock()  # a worker thread's record vs. the flush at initialized
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.name.startswith("pygls"):
             return
         kind = types.MessageType.Error if record.levelno >= logging.ERROR else types.MessageType.Warning
         message = self.format(record)
-        if self.server.loop is None:
-            self.buffer.append((kind, message))
-            return
+        with self._buffer_lock:
+            if self.server.loop is None:
+                self.buffer.append((kind, message))
+                return
         self.server.post(lambda: self.server.window_log_message(types.LogMessageParams(kind, message)))
 
     def flush_buffer(self) -> None:
-        for kind, message in self.buffer:
+        with self._buffer_lock:
+            buffered, self.buffer = self.buffer, []
+        for kind, message in buffered:
             self.server.window_log_message(types.LogMessageParams(kind, message))
-        self.buffer.clear()
 
 
 class ServerStarting(JsonRpcContentModified):
