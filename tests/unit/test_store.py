@@ -59,6 +59,35 @@ def test_corrupt_index_is_rebuilt(sample_workspace: Path, services_factory, cons
     consistent(s2.memory.indexer.store.con)
 
 
+def _flip_a_data_byte(path: Path) -> None:
+    with path.open("r+b") as f:  # one byte of the first data block, after the two headers
+        f.seek(8192 + 100)
+        byte = f.read(1)
+        f.seek(8192 + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+@pytest.mark.parametrize("reader", ["command line", "writer"])
+def test_a_block_with_a_bad_checksum_is_damage_not_a_lock(  # type: ignore[no-untyped-def]
+    sample_workspace: Path, services_factory, reader: str
+) -> None:
+    """DuckDB's "checksum ... does not match ... in block at location 8192" holds "lock" (in "block"):
+    every search, index and status said the index was in use by another process, for good."""
+    s = services_factory(sample_workspace)
+    s.memory.sync()
+    s.close()
+    _flip_a_data_byte(_index_path(sample_workspace))
+    if reader == "writer":
+        s2 = services_factory(sample_workspace)
+        assert s2.memory.sync().rebuilt
+        _check_search(s2.memory)
+        return
+    command = [sys.executable, "-m", "mnemo", "search", "-w", str(sample_workspace), "--provider", "none"]
+    found = subprocess.run([*command, "PostgreSQL"], capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0 and "MEMORY.md" in found.stdout, found.stderr
+    assert "in use" not in found.stderr
+
+
 def test_open_existing_index_without_rebuild(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
     s = services_factory(sample_workspace)
     assert s.memory.sync().rebuilt

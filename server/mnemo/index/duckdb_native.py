@@ -28,7 +28,17 @@ try:
 finally:
     sys.setdlopenflags(_FLAGS)
 
-__all__ = ["duckdb", "sql_double", "sql_ids", "sql_strings"]
+__all__ = ["duckdb", "is_lock_error", "sql_double", "sql_ids", "sql_strings"]
+
+_LOCK_MESSAGES = ("could not set lock on file", "conflicting lock")
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """DuckDB's "Could not set lock on file ...: Conflicting lock is held in ..." (another process
+    holds the index). Only that message: a corrupt file's "checksum ... in block at location" is
+    damage to repair, not a lock to wait for (a plain "lock" in the text matched its "block")."""
+    text = str(exc).lower()
+    return isinstance(exc, duckdb.IOException) and any(m in text for m in _LOCK_MESSAGES)
 
 
 # Values written into SQL as constants. DuckDB's client converts a list parameter element by element

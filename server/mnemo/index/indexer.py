@@ -32,7 +32,7 @@ from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
 from mnemo.errors import IndexBusy, SearchCancelled
 from mnemo.index import file_meta, opening, pending, repair
-from mnemo.index.duckdb_native import duckdb
+from mnemo.index.duckdb_native import duckdb, is_lock_error
 from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen, embedding_input, write_file
 from mnemo.index.identity import INDEX_FILE
 from mnemo.index.matching import IdentityMatch
@@ -72,7 +72,7 @@ class Indexer(IdentityMatch):
         try:
             store = opening.open_existing(self.path)
         except duckdb.IOException as exc:
-            if not repair.is_lock_error(exc):
+            if not is_lock_error(exc):
                 raise
             raise IndexBusy(
                 f"the index {self.path} is in use by another mnemo process (an editor's server?); "

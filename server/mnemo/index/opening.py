@@ -14,7 +14,7 @@ from pathlib import Path
 from mnemo.index import pending, repair
 from mnemo.index.build_file import replace_file
 from mnemo.index.duck import connect, read_closed
-from mnemo.index.duckdb_native import duckdb
+from mnemo.index.duckdb_native import duckdb, is_lock_error
 from mnemo.index.identity import identity_from
 from mnemo.index.store import ChunkStore, IndexIdentity
 
@@ -33,7 +33,7 @@ def connect_identity(path: Path) -> tuple[duckdb.DuckDBPyConnection, IndexIdenti
         try:
             return _connect_checked(path)
         except (duckdb.Error, OSError) as exc:
-            if repair.is_lock_error(exc):
+            if is_lock_error(exc):
                 raise
             if attempt == 0 and _try_salvage(path, str(exc).splitlines()[0]):
                 continue
@@ -95,7 +95,7 @@ def _try_salvage(path: Path, reason: str) -> bool:
     try:
         return salvage(path, reason)
     except (duckdb.Error, OSError) as exc:
-        if repair.is_lock_error(exc):
+        if is_lock_error(exc):
             raise
         log.warning("index %s could not be repaired: %s", path, exc)
         return False

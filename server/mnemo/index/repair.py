@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from mnemo.index import fts
 from mnemo.index.batches import arrow_view
 from mnemo.index.duck import connect
-from mnemo.index.duckdb_native import duckdb
+from mnemo.index.duckdb_native import duckdb, is_lock_error
 from mnemo.index.feedback import (
     restore as restore_feedback,  # (no global named like a table: DuckDB would scan it)
 )
@@ -54,11 +54,6 @@ def unclean(path: Path) -> bool:
     Only one process can open an index file for writing, and ``ChunkStore.close`` checkpoints, which
     empties and removes the log; so a log found before opening means a crash."""
     return wal_path(path).exists()
-
-
-def is_lock_error(exc: BaseException) -> bool:
-    """DuckDB's "Could not set lock on file" (another process holds the index)."""
-    return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
 
 
 @dataclass

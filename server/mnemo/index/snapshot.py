@@ -15,7 +15,7 @@ from pathlib import Path
 from mnemo.errors import IndexBusy
 from mnemo.index.api import IndexIdentity
 from mnemo.index.duck import connect
-from mnemo.index.duckdb_native import duckdb
+from mnemo.index.duckdb_native import duckdb, is_lock_error
 from mnemo.index.identity import identity_from
 from mnemo.index.reader import DuckReader
 
@@ -43,7 +43,7 @@ class Snapshot:
             # thread: a one-shot's queries are small, and a second thread costs more CPU than it saves.
             con = connect(path, read_only=True, vss=False, threads=1)
         except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
+            if is_lock_error(exc):
                 raise IndexBusy(
                     f"the index {path} is in use by another mnemo process (`mnemo index`?); try again"
                 ) from exc
