@@ -108,6 +108,42 @@ def test_get_bad_path_exits_1(tmp_path: Path) -> None:
         assert "Traceback" not in result.stderr
 
 
+def _keyword_workspace(root: Path) -> Path:
+    (root / "memory").mkdir(parents=True)
+    (root / "mnemo.toml").write_text('[embedding]\nprovider = "none"\n', encoding="utf-8")
+    (root / "MEMORY.md").write_text("# Facts\n\nThe billing database is PostgreSQL.\n", encoding="utf-8")
+    return root
+
+
+def test_a_pipe_named_like_a_note_is_skipped_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO at memory/pipe.md blocked `mnemo index` and `mnemo search` (and a server's sync, holding
+    the writer) forever, waiting for a writer to open the pipe."""
+    ws = _keyword_workspace(tmp_path / "ws")
+    os.mkfifo(ws / "memory" / "pipe.md")
+    indexed = mnemo("index", "-w", str(ws))  # (timeout: 120 s)
+    assert indexed.returncode == 0, indexed.stderr
+    assert "indexed 1 changed file(s) of 1" in indexed.stdout
+    found = mnemo("search", "-w", str(ws), "billing database")
+    assert found.returncode == 0 and "MEMORY.md" in found.stdout
+
+
+def test_output_cut_short_by_its_reader_is_no_traceback(tmp_path: Path) -> None:
+    """`mnemo search ... | head`: the reader closes the pipe; the command ends quietly, as a shell's
+    commands do on SIGPIPE (status 141), not with a BrokenPipeError traceback."""
+    ws = _keyword_workspace(tmp_path / "ws")
+    assert mnemo("index", "-w", str(ws)).returncode == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mnemo", "search", "-w", str(ws), "billing database"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before it prints anything (it takes far longer than this to start)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and err == "", err
+
+
 def test_bad_config_is_a_warning(tmp_path: Path) -> None:
     (tmp_path / "MEMORY.md").write_text("# M\n\nhello\n", encoding="utf-8")
     (tmp_path / "mnemo.toml").write_text("[search]\nmin_score = 7\n", encoding="utf-8")

@@ -314,3 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mnemo: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `mnemo search ... | head`: the reader has what it wanted
+        # Python flushes stdout again at exit, into the same closed pipe: point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from mnemo.workspace.layout import FileKind
 
 _BINARY_PROBE = 8192
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -47,14 +50,19 @@ def decode_memory_bytes(data: bytes, kind: FileKind) -> SourceText:
 def read_memory_file(path: Path, kind: FileKind, max_bytes: int) -> SourceText:
     """Read a file for indexing. Never raises for bad content; an unreadable file gives a problem."""
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            return SourceText(
-                None,
-                f"size:{size}",
-                f"file is {_mb(size)}, over index.max_file_bytes ({_mb(max_bytes)}): not indexed",
-            )
-        data = path.read_bytes()
+        # Never blocks (a FIFO named like a note would wait for a writer forever), never follows a
+        # symlink swapped in after the walk; what is read is checked on the open file itself.
+        with os.fdopen(os.open(path, _READ_FLAGS), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return SourceText(None, "", "not a regular file (a pipe or a device?): not indexed")
+            if st.st_size > max_bytes:
+                return SourceText(
+                    None,
+                    f"size:{st.st_size}",
+                    f"file is {_mb(st.st_size)}, over index.max_file_bytes ({_mb(max_bytes)}): not indexed",
+                )
+            data = f.read()
     except FileNotFoundError:
         return SourceText(None, "", "file was deleted while indexing")
     except OSError as exc:

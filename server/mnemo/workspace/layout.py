@@ -344,8 +344,8 @@ class Workspace:
                     if not self.is_ignored(rel):
                         yield from self._walk(entry.path, rel, seen, keep)
                     continue
-                if rel in seen:
-                    continue
+                if rel in seen or not entry.is_file(follow_symlinks=False):
+                    continue  # (a pipe, socket or device named like a note is not one)
                 kept = keep(rel)
                 if not kept:
                     continue
