@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 PORTS_ENV = "MNEMO_AGENT_AUTO_PORTS"
 PROBE_TIMEOUT_S = 0.15
+PROBE_TIMEOUT_ENV = "MNEMO_AGENT_PROBE_TIMEOUT_S"
+"""Seconds a probe waits instead (0 < s <= 30): a loopback server slow to answer on a busy machine."""
 FOUND_TTL_S = 60.0
 NONE_TTL_S = 10.0
 CACHE_FILE = "auto-provider.json"
@@ -95,11 +97,20 @@ def probe_ports(settings: AgentSettings) -> list[int]:
     return ports
 
 
+def probe_timeout() -> float:
+    """:data:`PROBE_TIMEOUT_S`, or the seconds in :data:`PROBE_TIMEOUT_ENV` when valid."""
+    raw = os.environ.get(PROBE_TIMEOUT_ENV, "")
+    with contextlib.suppress(ValueError):
+        if 0 < (seconds := float(raw)) <= 30:
+            return seconds
+    return PROBE_TIMEOUT_S
+
+
 def probe(port: int, timeout_s: float | None = None) -> list[str] | None:
     """Model ids listed by ``http://127.0.0.1:PORT/v1/models``; None when nothing usable answers within
-    ``timeout_s`` (default :data:`PROBE_TIMEOUT_S`)."""
+    ``timeout_s`` (default :func:`probe_timeout`)."""
     url = f"http://127.0.0.1:{port}/v1/models"
-    wait = PROBE_TIMEOUT_S if timeout_s is None else timeout_s
+    wait = probe_timeout() if timeout_s is None else timeout_s
     try:
         with httpx.Client(timeout=httpx.Timeout(wait), trust_env=False) as client:
             response = client.get(url)
