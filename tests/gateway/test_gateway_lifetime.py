@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -87,14 +88,25 @@ def test_gateway_with_exit_with_parent_dies_with_its_parent(sample_workspace: Pa
         ],
         env=_env(tmp_path),
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,  # the gateway's, through the wrapper
         text=True,
         start_new_session=True,
     )
+    listening = threading.Event()
+
+    def drain(stream: Any) -> None:  # read to the end: the gateway never blocks on a full pipe
+        for line in stream:
+            if "mnemo gateway on ws://" in line:
+                listening.set()
+
     try:
         assert wrapper.stdout is not None
         gateway_pid = int(wrapper.stdout.readline())
-        time.sleep(1.0)  # past start-up: the lifeline is watching
+        threading.Thread(target=drain, args=(wrapper.stderr,), daemon=True).start()
+        # Listening means the lifeline watches the parent it saw at start. A fixed 1 s sleep had no
+        # margin: on a loaded machine the imports before that take longer, and a parent killed before
+        # the gateway reads it is never missed.
+        assert listening.wait(60), "the gateway did not start"
         assert alive(gateway_pid)
         os.kill(wrapper.pid, signal.SIGKILL)
         wrapper.wait(10)

@@ -92,6 +92,7 @@ class MnemoLanguageServer(LanguageServer):
         """Ends the server when the editor goes away without ``exit`` (see :mod:`mnemo.lifeline`)."""
         self._gone = threading.Event()
         self._gone_lock = threading.Lock()
+        self._last_index_status: dict[str, Any] | None = None
         self._close_lock = threading.Lock()
         self._deferred: list[Callable[[], None]] = []
         """Notification work waiting for the services, run in order on the event loop once they are up."""
@@ -179,13 +180,22 @@ class MnemoLanguageServer(LanguageServer):
         """On the event loop: tell the client the index state and run the index listeners (after a
         sync, and when background embedding has caught up)."""
         from mnemo import wire
-        from mnemo.lsp import protocol
 
         if self.services is None:
             return
-        self.protocol.notify(protocol.INDEX_STATUS, wire.index_status(self.services.memory.status()))
+        self.send_index_status(wire.index_status(self.services.memory.status()))
         for listener in self.index_listeners:
             listener()
+
+    def send_index_status(self, status: dict[str, Any]) -> None:
+        """``mnemo/indexStatus`` (on the event loop), unless the client was just told exactly that: a
+        progress note queued during a sync may run after the sync's own final one."""
+        from mnemo.lsp import protocol
+
+        if status == self._last_index_status:
+            return
+        self._last_index_status = status
+        self.protocol.notify(protocol.INDEX_STATUS, status)
 
     # -- threads ----------------------------------------------------------------------------------
     def post(self, fn: Callable[[], Any]) -> None:

@@ -94,7 +94,7 @@ async def index_in_background(
     every = Throttle(STATUS_EVERY_S)
 
     def send_status() -> None:
-        server.protocol.notify(protocol.INDEX_STATUS, wire.index_status(memory.status()))
+        server.send_index_status(wire.index_status(memory.status()))
 
     def report(done: int, total: int, current: str) -> None:
         if not every.due(final=done >= total):  # called once a file: progress and status a few times a second
