@@ -21,7 +21,7 @@ from tests.fake_chat_endpoint import agent_toml, chat_endpoint
 from mnemo.agent import ScriptedProvider
 from mnemo.cli.main import main
 from mnemo.editor import consolidation, hygiene
-from mnemo.editor.consolidator import ChatMerger, ConsolidationConflict, Consolidator
+from mnemo.editor.consolidator import ChatMerger, ConsolidationConflict, ConsolidationError, Consolidator
 from mnemo.editor.memory_edits import TextEdit
 
 NOTES = {
@@ -114,6 +114,28 @@ def test_the_newest_text_goes_to_the_most_durable_copy() -> None:
     assert consolidation.home(cluster).path == "MEMORY.md"
 
 
+def test_crlf_lines_and_a_byte_order_mark_survive_a_merge() -> None:
+    """A CRLF MEMORY.md with a BOM: every line kept lost its CR (mixed line ends, and each kept line
+    counted as a change), and a first line's BOM hid its list marker, so a newer text replaced
+    "\ufeff- ..." by the bare text."""
+    memory = "\ufeff- Staging database runs Postgres 15 on db-stage-2\r\n\r\n- The team uses ripgrep for search\r\n"
+    daily = "# 2026-11-03\n\n- Staging database runs Postgres 16 on db-stage-2\n- The team uses ripgrep for search\n"
+    old = _lines("MEMORY.md", memory, date(2026, 1, 1), rank=2)
+    new = _lines("memory/2026-11-03.md", daily, date(2026, 11, 3))
+    assert [(m.prefix, m.body, m.suffix) for m in old] == [
+        ("\ufeff- ", "Staging database runs Postgres 15 on db-stage-2", "\r"),
+        ("- ", "The team uses ripgrep for search", "\r"),
+    ]
+    merges = []
+    for cluster in consolidation.clusters(old + new, 0.6):
+        keep = consolidation.home(cluster)
+        merges.append(consolidation.Merge(tuple(cluster), keep, consolidation.newest(cluster).body, "newest"))
+    found = consolidation.changes(merges)
+    assert found["MEMORY.md"].replace == {1: "\ufeff- Staging database runs Postgres 16 on db-stage-2\r"}
+    assert consolidation.apply_change(memory, found["MEMORY.md"]) == memory.replace("15", "16")
+    assert consolidation.apply_change(daily, found["memory/2026-11-03.md"]) == "# 2026-11-03\n\n"
+
+
 def test_edits_match_the_text_change_even_at_the_end_of_a_file() -> None:
     text = "# Notes\n- keep this line here\n- drop the second to last line\n- drop the last line too"
     change = consolidation.FileChange(replace={2: "- kept, and merged"}, delete={3, 4})
@@ -162,6 +184,33 @@ def test_a_proposal_writes_nothing_and_apply_writes_it(
         in (root / "memory/2026-11-20.md").read_text()
     )
     assert consolidator.propose().merges == []
+
+
+def test_a_write_that_fails_leaves_the_file_whole(services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`consolidate --apply` wrote in place: a full disk (or a quota, or a crash) mid-write cut the
+    file short (a 1,504-line MEMORY.md kept 986 lines) and the command ended in a traceback."""
+    import errno
+    import os
+
+    from mnemo import atomic_file
+
+    root = services.workspace.root
+    before = (root / "memory/2026-11-02.md").read_bytes()
+    consolidator = Consolidator(services.memory, services.settings)
+    proposal = consolidator.propose()
+    real_write = os.write
+
+    def disk_full(fd: int, data: Any) -> int:
+        real_write(fd, bytes(data[:5]))  # part of it lands, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic_file.os, "write", disk_full)
+    with pytest.raises(ConsolidationError, match=r"cannot write memory/2026-11-02\.md \(No space left"):
+        consolidator.apply(proposal)
+    assert (root / "memory/2026-11-02.md").read_bytes() == before
+    assert not [p.name for p in (root / "memory").iterdir() if p.name.endswith(".tmp")]
+    monkeypatch.undo()
+    assert consolidator.apply(proposal) == ["memory/2026-11-02.md"]
 
 
 def test_apply_refuses_a_file_changed_since_the_proposal(services: Any) -> None:

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mnemo.atomic_file import replace_text
 from mnemo.config import SessionsSettings
 from mnemo.errors import MnemoError
 from mnemo.memory.limits import InvalidInput
@@ -364,8 +365,4 @@ def _last_day(month: str) -> str:
 def _write_private(path: Path, text: str) -> None:
     """Write ``path`` whole (a temporary file renamed over it), readable by its owner only."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".md.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    replace_text(path, text, mode=0o600)

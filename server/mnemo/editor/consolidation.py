@@ -138,20 +138,25 @@ def memory_lines(path: str, text: str, *, day: date, rank: int) -> list[MemoryLi
     end = front_matter_end(lines)
     for n in range(0 if end is None else end + 1, len(lines)):
         raw = lines[n]
-        marker = _FENCE.match(raw)
+        # A byte order mark and a CR line end are the line's, not its body's: kept around any new text.
+        bom = "\ufeff" if n == 0 and raw.startswith("\ufeff") else ""
+        cr = "\r" if raw.endswith("\r") else ""
+        core = raw[len(bom) : len(raw) - len(cr)]
+        marker = _FENCE.match(core)
         if marker:
             fence = None if fence and marker.group(1).startswith(fence) else (fence or marker.group(1)[:3])
             continue
-        if fence is not None or not raw.strip() or _HEADING.match(raw):
+        if fence is not None or not core.strip() or _HEADING.match(core):
             continue
-        m = _LINE.match(raw)
+        m = _LINE.match(core)
         if m is None:
             continue
         body = m.group(2).strip()
         terms = content_terms(body)
         if len(terms) < MIN_TERMS:
             continue
-        out.append(MemoryLine(path, n + 1, raw, m.group(1), body, m.group(3) or "", terms, day, rank))
+        prefix, suffix = bom + m.group(1), (m.group(3) or "") + cr
+        out.append(MemoryLine(path, n + 1, raw, prefix, body, suffix, terms, day, rank))
     return out
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Protocol
 
+from mnemo.atomic_file import replace_text
 from mnemo.config import Settings
 from mnemo.editor import consolidation, hygiene
 from mnemo.editor.consolidation import FileChange, MemoryLine, Merge
@@ -50,6 +51,10 @@ build a consolidator per request)."""
 
 class ConsolidationConflict(MnemoError):
     """A file changed between the proposal and its application (nothing was written)."""
+
+
+class ConsolidationError(MnemoError):
+    """A file of the proposal could not be written (it is unchanged; the message names those written)."""
 
 
 class LineMerger(Protocol):
@@ -170,9 +175,15 @@ class Consolidator:
         for path, text in proposal.before.items():
             if self._disk_text(path) != text:
                 raise ConsolidationConflict(f"{path} changed since the proposal; run it again")
+        written: list[str] = []
         for path in sorted(proposal.changes):
-            (self.workspace.root / path).write_text(proposal.after(path), encoding="utf-8")
-        return sorted(proposal.changes)
+            try:  # each file whole or not at all: a full disk or a crash never leaves half a MEMORY.md
+                replace_text(self.workspace.root / path, proposal.after(path))
+            except OSError as exc:
+                done = f"; written before it: {', '.join(written)}" if written else "; nothing was written"
+                raise ConsolidationError(f"cannot write {path} ({exc.strerror or exc}){done}") from exc
+            written.append(path)
+        return written
 
     # -- pieces -------------------------------------------------------------------------------------
     def _disk_text(self, path: str) -> str:

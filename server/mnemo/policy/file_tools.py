@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from mnemo.atomic_file import replace_text
 from mnemo.policy.shell import is_inside, resolve_path
 
 
@@ -29,7 +30,8 @@ def tool_target(workspace: Path, args: dict[str, Any], *, must_be_inside: bool) 
 
 
 def write_file(workspace: Path, args: dict[str, Any]) -> str:
-    """Write ``content`` to ``path`` inside the workspace (through a temporary file and a rename)."""
+    """Write ``content`` to ``path`` inside the workspace, whole or not at all
+    (:func:`mnemo.atomic_file.replace_text`)."""
     content = args.get("content")
     if not isinstance(content, str):
         raise ToolError("a 'content' string is required")
@@ -37,9 +39,7 @@ def write_file(workspace: Path, args: dict[str, Any]) -> str:
     if target.is_dir():
         raise ToolError(f"{args['path']} is a folder")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(content, encoding="utf-8")
-    os.replace(tmp, target)
+    replace_text(target, content)
     rel = os.path.relpath(target, workspace)
     return f"wrote {len(content.encode('utf-8'))} bytes to {rel}"
 

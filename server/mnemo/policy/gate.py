@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mnemo.atomic_file import replace_text
 from mnemo.policy.approvals import ApprovalRequest, Approver, Choice
 from mnemo.policy.audit import AuditLog, VerifyReport
 from mnemo.policy.file_tools import ToolError, read_file, write_file
@@ -222,9 +223,7 @@ class ToolGate:
                         text, request.tool, pattern, f"always allowed (approval {request.id})"
                     )
                     added.append(pattern)
-                tmp = path.with_name(f".mnemo.toml.{os.getpid()}.tmp")
-                tmp.write_text(text, encoding="utf-8")
-                os.replace(tmp, path)
+                replace_text(path, text)
             except (OSError, ValueError) as exc:
                 log.warning("could not add an allow rule to %s: %s (allowed once)", path, exc)
                 self.audit.append(
