@@ -93,6 +93,49 @@ def test_a_user_fact_is_kept_once_with_its_source_turn(
     assert again.rejected[0].reason.startswith("already in memory (memory/")
 
 
+def test_two_flushes_at_once_write_a_fact_once(
+    sample_workspace: Path, services_factory: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sessions flushing the same fact at once (two chats of one gateway, or `mnemo flush` beside
+    it) both found it new and both appended it. The first flush here waits, after reading memory, for
+    the second to read it too: with nothing held across the read and the append, both write."""
+    import threading
+
+    from mnemo.agent import flush as flush_module
+
+    agent, _ = make_agent(services_factory, sample_workspace, f"- {FACT}")
+    first, second = (session_with(agent, ("user", FACT), ("assistant", "Noted.")) for _ in range(2))
+    reads: list[str] = []
+    second_read = threading.Event()
+    real_read = MemoryLines.read
+
+    def read(root: Path) -> MemoryLines:
+        found = real_read(root)
+        reads.append(threading.current_thread().name)
+        if threading.current_thread().name == "second":
+            second_read.set()
+        else:
+            second_read.wait(2)  # (held: the second cannot read until this flush has written)
+        return found
+
+    monkeypatch.setattr(flush_module.MemoryLines, "read", staticmethod(read))
+    reports: dict[str, Any] = {}
+    threads = [
+        threading.Thread(target=lambda s=sid, n=name: reports.__setitem__(n, agent.flush(s)), name=name)
+        for name, sid in (("first", first), ("second", second))
+    ]
+    threads[0].start()
+    for _ in range(6000):  # until the first flush has read memory
+        if reads or not threads[0].is_alive():
+            break
+        threading.Event().wait(0.01)
+    threads[1].start()
+    for thread in threads:
+        thread.join(60)
+    assert daily(sample_workspace).read_text(encoding="utf-8").count("Fridays") == 1
+    assert [len(reports[n].written) for n in ("first", "second")] == [1, 0]
+
+
 def test_an_answer_the_user_confirmed_may_be_kept(
     sample_workspace: Path, services_factory: Callable[..., Any]
 ) -> None:

@@ -214,24 +214,30 @@ class MemoryFlusher:
             if not items:
                 report.skipped = "invalid model output: no items"
                 return
-            report.items, report.rejected = check_items(
-                items,
-                Conversation(session.events),
-                MemoryLines.read(self.writer.root),
-                max_items=self.max_items,
-                cut=cut,
-                memory=self.memory,
-            )
-            report.kept = len(report.items)
-            if not report.items:
-                report.skipped = "every item was rejected"
-            elif not report.dry_run:
-                heading = f"Flushed from session {session.id} ({datetime.now().strftime('%H:%M')})"
-                body = "\n".join(k.line(session.id) for k in report.items)
-                report.written.append(self.writer.append_daily(report.target, body, heading=heading))
+            with self.writer.exclusive():  # what is in memory stays so until the items are appended
+                self._check_and_append(session, report, items, cut=cut)
         except MemoryWriteRefused as exc:
             log.warning("memory flush: %s", exc)
             report.refused.append(str(exc))
+
+    def _check_and_append(
+        self, session: Session, report: FlushReport, items: list[str], *, cut: bool
+    ) -> None:
+        report.items, report.rejected = check_items(
+            items,
+            Conversation(session.events),
+            MemoryLines.read(self.writer.root),
+            max_items=self.max_items,
+            cut=cut,
+            memory=self.memory,
+        )
+        report.kept = len(report.items)
+        if not report.items:
+            report.skipped = "every item was rejected"
+        elif not report.dry_run:
+            heading = f"Flushed from session {session.id} ({datetime.now().strftime('%H:%M')})"
+            body = "\n".join(k.line(session.id) for k in report.items)
+            report.written.append(self.writer.append_daily(report.target, body, heading=heading))
 
     def _record(self, session: Session, report: FlushReport, reason: str) -> None:
         self.store.append(

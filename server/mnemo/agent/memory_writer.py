@@ -7,8 +7,12 @@ a snapshot is always a new file; nothing is written through a symlink or outside
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
+import time
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path, PurePosixPath
 
@@ -16,6 +20,7 @@ from mnemo.errors import MnemoError
 
 PROTECTED = frozenset({"memory.md", "soul.md", "agents.md", "tools.md"})
 _DAILY_RE = re.compile(r"^memory/(\d{4}-\d{2}-\d{2})\.md$")
+EXCLUSIVE_WAIT_S = 60.0
 
 
 class MemoryWriteRefused(MnemoError):
@@ -34,6 +39,30 @@ def slugify(text: str, words: int = 6) -> str:
 class MemoryWriter:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
+
+    @contextlib.contextmanager
+    def exclusive(self, timeout_s: float = EXCLUSIVE_WAIT_S) -> Iterator[None]:
+        """Hold the workspace's memory writes (an ``flock`` on ``memory/``) across a read, its checks and
+        the append: two flushes at once, in threads or processes, would each find a fact new and both
+        write it. MemoryWriteRefused when another writer holds it past ``timeout_s``."""
+        folder = self.root / "memory"
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise MemoryWriteRefused(
+                            f"another process kept memory/ locked for {timeout_s:g} s; nothing was written"
+                        ) from None
+                    time.sleep(0.02)
+            yield
+        finally:
+            os.close(fd)  # (releases the lock)
 
     def check(self, rel: str) -> Path:
         """The absolute path for a writable memory file, or MemoryWriteRefused."""
