@@ -147,6 +147,30 @@ def test_raw_transcripts_go_only_when_every_month_is_archived(tmp_path: Path) ->
     assert (tmp_path / "sessions/private-editor/2026-10.md").exists()
 
 
+def test_a_turn_appended_during_the_run_keeps_its_raw_transcript(tmp_path: Path) -> None:
+    """The run deleted a raw transcript judged by what it read at its start: a turn appended while the
+    month summaries were written (the user back in that chat) was deleted with it, in no archive."""
+    three_conversations(tmp_path)
+
+    def summary_meanwhile(messages: Sequence[ChatMessage]) -> str:
+        store = SessionStore(tmp_path)
+        store.append(store.load(DM_ID), "user", "NEW: repot them on Sunday")
+        return "- The tomato seedlings need repotting."
+
+    origins = {DM_ID: DM_KEY, GROUP_ID: GROUP_KEY}
+    run = SessionArchiver(
+        tmp_path,
+        tmp_path / ".mnemo",
+        SessionsSettings(keep_raw=False),
+        origins=lambda: origins,
+        provider=lambda: ScriptedProvider(default=summary_meanwhile),
+    ).run(now=NOW)
+    assert f"sessions/{DM_ID}.jsonl" not in run.removed
+    assert "NEW: repot them on Sunday" in (tmp_path / "sessions" / f"{DM_ID}.jsonl").read_text(
+        encoding="utf-8"
+    )
+
+
 def test_a_dry_run_writes_nothing_and_only_finished_months_can_be_named(tmp_path: Path) -> None:
     three_conversations(tmp_path)
     report = archiver(tmp_path, keep_raw=False).run(dry_run=True, now=NOW)

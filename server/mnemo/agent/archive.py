@@ -44,6 +44,8 @@ from .session_keys import base_id
 from .sessions import SESSIONS_DIR, Session, SessionError, SessionStore
 
 log = logging.getLogger(__name__)
+LOCK_WAIT_S = 5.0
+"""How long removing a raw transcript waits for a running turn of its session (then keeps it)."""
 
 STATE_FILE = "archive-state.json"
 LOCK_FILE = "archive.lock"
@@ -308,11 +310,31 @@ class SessionArchiver:
             if not all(f"{known.get('folder')}/{m}" in done for m in months):
                 continue
             if not dry_run:
-                with contextlib.suppress(FileNotFoundError):
-                    (self.store.dir / f"{stem}.jsonl").unlink()
+                if not self._unlink_unchanged(self.store.dir / f"{stem}.jsonl", known):
+                    continue  # a turn came in since it was read: kept, read again next run
                 del files[stem]  # iterating a sorted copy
             removed.append(f"{SESSIONS_DIR}/{stem}.jsonl")
         return removed
+
+    def _unlink_unchanged(self, path: Path, known: dict[str, Any]) -> bool:
+        """Delete a transcript if it is still what the run archived (size and mtime as read, checked
+        under the session's lock: a turn of this process is not writing it); False when it grew
+        meanwhile, or a turn holds it (kept: the next run looks again)."""
+        lock = self.store.lock(path.stem)
+        if not lock.acquire(timeout=LOCK_WAIT_S):
+            return False
+        try:
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                return True
+            if (stat.st_size, stat.st_mtime_ns) != (known.get("size"), known.get("mtime")):
+                log.info("%s changed while it was archived: kept", path.name)
+                return False
+            path.unlink()
+            return True
+        finally:
+            lock.release()
 
     # -- files ----------------------------------------------------------------------------------------
     def _transcripts(self) -> Iterator[Path]:
