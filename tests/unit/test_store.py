@@ -88,6 +88,31 @@ def test_a_block_with_a_bad_checksum_is_damage_not_a_lock(  # type: ignore[no-un
     assert "in use" not in found.stderr
 
 
+def test_a_build_waits_for_another_processs_build_of_the_same_index(sample_workspace: Path) -> None:
+    """Two `mnemo index` at once on a new workspace wrote the same index.duckdb.building, unlinked each
+    other's, and one ended in a FileNotFoundError traceback (2 of 5 tries in a review). A build now
+    holds the index folder's build lock: here the test holds it, and the command waits for it."""
+    from mnemo.index.build_file import build_lock
+
+    folder = sample_workspace / ".mnemo"
+    command = [sys.executable, "-m", "mnemo", "index", "-w", str(sample_workspace), "--provider", "none"]
+    with build_lock(folder):
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(
+                3
+            )  # what it would need to start and build 4 notes (a fixed sleep: no result if slower)
+            assert proc.poll() is None, "it did not wait for the build lock"
+            assert not list(folder.glob("index.duckdb*")), "it built beside the other build"
+        except BaseException:
+            proc.kill()
+            proc.wait(30)
+            raise
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "full rebuild" in out, err
+    assert "Traceback" not in err and not list(folder.glob("*.building*"))
+
+
 def test_open_existing_index_without_rebuild(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
     s = services_factory(sample_workspace)
     assert s.memory.sync().rebuilt

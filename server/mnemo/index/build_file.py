@@ -4,19 +4,29 @@ staged for the build's next statement, and the rename of the finished file over 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mnemo.errors import IndexBusy
 from mnemo.index import file_meta, repair
 from mnemo.index.batches import Columns
 from mnemo.index.writer_api import ChunkRow, FileMeta
 
 if TYPE_CHECKING:
     import numpy as np
+
+log = logging.getLogger(__name__)
+
+BUILD_LOCK = "build.lock"
+BUILD_WAIT_S = 600.0
+"""How long a process waits for another one's build or repair of the same index before giving up."""
 
 BUILD_BATCH_FILES = 256
 """A full build writes this many files per statement (a new index file: nothing reads it yet)."""
@@ -106,3 +116,34 @@ def replace_file(built: Path, final_path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(repair.wal_path(final_path))
     os.replace(built, final_path)
+
+
+@contextlib.contextmanager
+def build_lock(folder: Path, wait_s: float = BUILD_WAIT_S) -> Iterator[None]:
+    """One process at a time builds, repairs or first opens the index in ``folder`` (an ``flock`` on
+    its ``build.lock``). Two at once wrote the same ``.building`` and ``.repairing`` files, unlinked
+    each other's, and one ended in a traceback. IndexBusy after ``wait_s``; a folder where no lock
+    file can be made (a read-only workspace) is not locked: nothing can be built there either."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / BUILD_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as exc:
+        log.debug("no build lock in %s: %s", folder, exc)
+        yield
+        return
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise IndexBusy(
+                        f"another mnemo process has been building the index in {folder} for over "
+                        f"{wait_s:g} s; try again when it is done"
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)

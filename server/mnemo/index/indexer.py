@@ -3,8 +3,10 @@
 One Indexer is the single writer of an index. A full build (no index yet, an unreadable one, another
 schema; another model or chunker only when asked with ``replace``) goes into ``index.duckdb.building``
 and is swapped in when complete, so readers never see a half-built generation and a process killed
-mid-build leaves the old index intact. Incremental updates commit one file per transaction: a crash
-leaves every file either old or new.
+mid-build leaves the old index intact. One process at a time builds, repairs or first opens it (the
+folder's ``build.lock``: :func:`mnemo.index.build_file.build_lock`); one that waited opens what the
+other built. Incremental updates commit one file per transaction: a crash leaves every file either
+old or new.
 
 **Reads never rebuild.** An index built with another provider, model or chunker is opened as it is
 (*foreign*): it is searched keyword-only when its vectors are of another model, it is not written to,
@@ -32,6 +34,7 @@ from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
 from mnemo.errors import IndexBusy, SearchCancelled
 from mnemo.index import file_meta, opening, pending, repair
+from mnemo.index.build_file import build_lock
 from mnemo.index.duckdb_native import duckdb, is_lock_error
 from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen, embedding_input, write_file
 from mnemo.index.identity import INDEX_FILE
@@ -69,6 +72,10 @@ class Indexer(IdentityMatch):
     def open(self) -> bool:
         """Open the existing index, whatever it was built with (see :attr:`foreign`), repairing crash
         damage first. False means there is none usable and a full build is needed."""
+        with build_lock(self.dir):  # (not beside another process's build or repair of it)
+            return self._open_unlocked()
+
+    def _open_unlocked(self) -> bool:
         try:
             store = opening.open_existing(self.path)
         except duckdb.IOException as exc:
@@ -121,11 +128,12 @@ class Indexer(IdentityMatch):
             self.opened.clear()
             if old is not None:
                 old.close(checkpoint=False)
-            try:
-                opening.salvage(self.path, "DuckDB reported an internal error")
-            except (duckdb.Error, OSError) as exc:
-                log.error("index %s could not be repaired: %s", self.path, exc)
-            self.open()
+            with build_lock(self.dir):
+                try:
+                    opening.salvage(self.path, "DuckDB reported an internal error")
+                except (duckdb.Error, OSError) as exc:
+                    log.error("index %s could not be repaired: %s", self.path, exc)
+                self._open_unlocked()
 
     @contextlib.contextmanager
     def reading(self, *, timeout: float = -1) -> Iterator[DuckReader | None]:
@@ -212,11 +220,18 @@ class Indexer(IdentityMatch):
         if self.store is None:
             self.open()  # also before a full build: its cache is carried, a busy file is refused
         if full or self.store is None or self._replaces(replace):
-            self._rebuild(report, progress, cancel)
+            with build_lock(self.dir):
+                if self.store is None and not full:
+                    self._open_unlocked()  # another process may have built it while this one waited
+                if full or self.store is None or self._replaces(replace):
+                    self._rebuild(report, progress, cancel)
+        store = self.store
+        if report.rebuilt or store is None:
+            pass
         elif self.foreign:
-            report.files_stale = self._count_stale(self.store)
+            report.files_stale = self._count_stale(store)
         else:
-            self._sync_into(self.store, report, progress, cancel, live=True)
+            self._sync_into(store, report, progress, cancel, live=True)
         report.keyword_seconds = time.perf_counter() - started
         if vectors == "now":
             self.embed_pending(report, progress, cancel)
