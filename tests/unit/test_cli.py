@@ -127,6 +127,37 @@ def test_a_pipe_named_like_a_note_is_skipped_not_waited_on(tmp_path: Path) -> No
     assert found.returncode == 0 and "MEMORY.md" in found.stdout
 
 
+def test_a_read_only_workspace_is_searched_as_indexed_and_said_so(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """A note changed in a read-only workspace: the search's sync could not open the index for writing,
+    took that for damage, tried to repair and rebuild it and ended in an OSError traceback. (Tests run
+    as root, whom mode bits do not stop: DuckDB's answer on a read-only mount is played here.)"""
+    from mnemo.cli.main import main
+    from mnemo.index import opening
+    from mnemo.index.duckdb_native import duckdb
+
+    ws = _keyword_workspace(tmp_path / "ws")
+    assert mnemo("index", "-w", str(ws)).returncode == 0
+    with (ws / "MEMORY.md").open("a", encoding="utf-8") as f:
+        f.write("- Giraffes sleep standing up.\n")
+
+    def read_only(path: Path, **_: Any) -> Any:
+        raise duckdb.IOException(f'IO Error: Cannot open file "{path}": Read-only file system')
+
+    monkeypatch.setattr(opening, "connect", read_only)
+    assert main(["search", "-w", str(ws), "billing database"]) == 0
+    out, err = capsys.readouterr()
+    assert (
+        "MEMORY.md" in out
+        and "cannot be opened for writing" in err
+        and "recent changes may be missing" in err
+    )
+    assert main(["index", "-w", str(ws)]) == 1
+    assert "Read-only file system" in capsys.readouterr().err
+    assert not list((ws / ".mnemo").glob("*.building*")) and not list((ws / ".mnemo").glob("*.repairing*"))
+
+
 def test_output_cut_short_by_its_reader_is_no_traceback(tmp_path: Path) -> None:
     """`mnemo search ... | head`: the reader closes the pipe; the command ends quietly, as a shell's
     commands do on SIGPIPE (status 141), not with a BrokenPipeError traceback."""

@@ -238,12 +238,41 @@ def cmd_search(args: argparse.Namespace) -> int:
             )
         except WriterNeeded as why:
             log.info("searching through the index writer: %s", why)
-            outcome = _writer_search(args, filters)
+            outcome = _writer_or_stale_search(memory, args, filters)
     if args.json:
         print(json.dumps(wire.search_outcome(outcome), ensure_ascii=False, indent=2))
     else:
         print_results(wire.search_outcome(outcome), args.explain)
     return 0
+
+
+def _writer_or_stale_search(
+    memory: ReadOnlyMemory, args: argparse.Namespace, filters: dict[str, Any] | None
+) -> SearchOutcome:
+    """The writer's search (it syncs first); when the index cannot be written (a read-only workspace),
+    the index as it is, with a warning, if there is one."""
+    from mnemo.errors import IndexUnavailable
+    from mnemo.memory.readonly import WriterNeeded
+
+    try:
+        return _writer_search(args, filters)
+    except IndexUnavailable as cannot:
+        try:
+            outcome = memory.search(
+                args.query,
+                max_results=args.max_results,
+                min_score=args.min_score,
+                sources=args.sources,
+                filters=filters,
+                sync=False,
+                one_per_file=args.one_per_file,
+            )
+        except WriterNeeded:
+            raise cannot from None
+        print(
+            f"warning: {cannot}; searched the index as it is (recent changes may be missing)", file=sys.stderr
+        )
+        return outcome
 
 
 def _writer_search(args: argparse.Namespace, filters: dict[str, Any] | None) -> SearchOutcome:

@@ -32,7 +32,7 @@ import numpy as np
 
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
-from mnemo.errors import IndexBusy, SearchCancelled
+from mnemo.errors import IndexBusy, IndexUnavailable, SearchCancelled
 from mnemo.index import file_meta, opening, pending, repair
 from mnemo.index.build_file import build_lock
 from mnemo.index.duckdb_native import duckdb, is_lock_error
@@ -251,11 +251,14 @@ class Indexer(IdentityMatch):
         return stale
 
     def _rebuild(self, report: SyncReport, progress: Progress | None, cancel: threading.Event | None) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        gitignore = self.dir / ".gitignore"
-        if not gitignore.exists():
-            gitignore.write_text("*\n", encoding="utf-8")
-        building = ChunkStore.create(self.dir / (INDEX_FILE + ".building"), self.identity())
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            gitignore = self.dir / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("*\n", encoding="utf-8")
+            building = ChunkStore.create(self.dir / (INDEX_FILE + ".building"), self.identity())
+        except OSError as exc:  # a read-only workspace, a full disk: say so, not a traceback
+            raise IndexUnavailable(f"cannot write the index in {self.dir} ({exc.strerror or exc})") from exc
         if self.store is not None:
             building.copy_embedding_cache(self.store)
         else:

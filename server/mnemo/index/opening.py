@@ -8,9 +8,11 @@ repaired in place. Only a file whose rows cannot be read at all is left for a re
 
 from __future__ import annotations
 
+import errno
 import logging
 from pathlib import Path
 
+from mnemo.errors import IndexUnavailable
 from mnemo.index import pending, repair
 from mnemo.index.build_file import replace_file
 from mnemo.index.duck import connect, read_closed
@@ -35,10 +37,23 @@ def connect_identity(path: Path) -> tuple[duckdb.DuckDBPyConnection, IndexIdenti
         except (duckdb.Error, OSError) as exc:
             if is_lock_error(exc):
                 raise
+            if _cannot_write(exc):  # not damage: nothing to repair or rebuild there
+                reason = str(exc).splitlines()[0]
+                raise IndexUnavailable(f"the index {path} cannot be opened for writing ({reason})") from exc
             if attempt == 0 and _try_salvage(path, str(exc).splitlines()[0]):
                 continue
             log.warning("index %s cannot be opened (%s); it will be rebuilt", path, exc)
     return None
+
+
+def _cannot_write(exc: BaseException) -> bool:
+    """A read-only file system or a folder without write permission (DuckDB says so in its message)."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+    text = str(exc)
+    return isinstance(exc, duckdb.IOException) and (
+        "Read-only file system" in text or "Permission denied" in text
+    )
 
 
 def _connect_checked(path: Path) -> tuple[duckdb.DuckDBPyConnection, IndexIdentity] | None:
