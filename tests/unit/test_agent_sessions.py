@@ -101,6 +101,13 @@ def test_memory_writer_refuses_and_appends_only(tmp_path: Path) -> None:
     assert (tmp_path / "memory" / "2026-11-03.md").read_text() == (
         "# mine\nno newline at end\n\n## Flush\n- kept\n"
     )
+    # A CRLF note (written on Windows) gets CRLF lines, not a mix; its byte order mark stays.
+    crlf = tmp_path / "memory" / "2026-11-04.md"
+    crlf.write_bytes(b"\xef\xbb\xbf# 2026-11-04\r\n\r\n- first\r\n")
+    writer.append_daily("memory/2026-11-04.md", "- second\n- third", heading="Flush")
+    assert crlf.read_bytes() == (
+        b"\xef\xbb\xbf# 2026-11-04\r\n\r\n- first\r\n\r\n## Flush\r\n- second\r\n- third\r\n"
+    )
     first = writer.create_snapshot(date(2026, 11, 3), "chat", "one\n")
     second = writer.create_snapshot(date(2026, 11, 3), "chat", "two\n")
     assert (first, second) == ("memory/2026-11-03-chat.md", "memory/2026-11-03-chat-2.md")

@@ -36,6 +36,12 @@ def slugify(text: str, words: int = 6) -> str:
     return "-".join(found[:words])[:60].strip("-") or "session"
 
 
+def _ends_lines_with_crlf(head: bytes) -> bool:
+    """Whether a file's first line ends with CR LF (``head``: its first bytes)."""
+    end = head.find(b"\n")
+    return end > 0 and head[end - 1 : end] == b"\r"
+
+
 class MemoryWriter:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -95,7 +101,10 @@ class MemoryWriter:
             prefix = f"# {path.stem}\n" if size == 0 else ""
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 prefix = "\n"
-            block = prefix + "\n" + (f"## {heading}\n" if heading else "") + text.rstrip() + "\n"
+            body = text.replace("\r\n", "\n").rstrip()
+            block = prefix + "\n" + (f"## {heading}\n" if heading else "") + body + "\n"
+            if _ends_lines_with_crlf(os.pread(fd, 4096, 0)):  # a note written on Windows stays CRLF
+                block = block.replace("\n", "\r\n")
             os.write(fd, block.encode("utf-8"))
             os.fsync(fd)
         finally:
