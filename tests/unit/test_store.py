@@ -113,6 +113,17 @@ def test_a_build_waits_for_another_processs_build_of_the_same_index(sample_works
     assert "Traceback" not in err and not list(folder.glob("*.building*"))
 
 
+def test_a_folder_where_the_index_goes_is_a_clear_error(sample_workspace: Path) -> None:
+    """An IsADirectoryError traceback before, and the failed build's file reopened (so left behind)."""
+    folder = sample_workspace / ".mnemo"
+    (folder / INDEX_FILE).mkdir(parents=True)
+    command = [sys.executable, "-m", "mnemo", "index", "-w", str(sample_workspace), "--provider", "none"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "cannot put the index in place" in done.stderr and "Is a directory" in done.stderr
+    assert sorted(p.name for p in folder.iterdir()) == [".gitignore", "build.lock", INDEX_FILE]
+
+
 def test_open_existing_index_without_rebuild(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
     s = services_factory(sample_workspace)
     assert s.memory.sync().rebuilt

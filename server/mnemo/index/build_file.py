@@ -14,7 +14,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mnemo.errors import IndexBusy
+from mnemo.errors import IndexBusy, IndexUnavailable
 from mnemo.index import file_meta, repair
 from mnemo.index.batches import Columns
 from mnemo.index.writer_api import ChunkRow, FileMeta
@@ -115,7 +115,14 @@ def replace_file(built: Path, final_path: Path) -> None:
     left at its last checkpoint (consistent; the next sync re-reads the files changed since)."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(repair.wal_path(final_path))
-    os.replace(built, final_path)
+    try:
+        os.replace(built, final_path)
+    except OSError as exc:  # a folder where the index goes, a read-only file system: said, not a traceback
+        with contextlib.suppress(OSError):
+            os.unlink(built)
+        raise IndexUnavailable(
+            f"cannot put the index in place at {final_path} ({exc.strerror or exc})"
+        ) from exc
 
 
 @contextlib.contextmanager

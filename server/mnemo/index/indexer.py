@@ -276,7 +276,7 @@ class Indexer(IdentityMatch):
                 building.swap_into(self.path)
                 self.store = building
         except BaseException:
-            building.con.close()
+            building.close(checkpoint=False)  # (not .con: that would reopen a swapped-out file)
             raise
         self.opened.set()
         report.rebuilt = True
