@@ -213,6 +213,33 @@ def test_a_write_that_fails_leaves_the_file_whole(services: Any, monkeypatch: py
     assert consolidator.apply(proposal) == ["memory/2026-11-02.md"]
 
 
+def test_a_memory_md_fact_is_as_old_as_its_commit_not_its_files_last_change(
+    make_workspace: Callable[..., Path], services_factory: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MEMORY.md's lines were dated by the file's last change: after any edit of it today, its stale
+    "Postgres 15" beat a daily note's newer "Postgres 16", and the newer fact was proposed for deletion.
+    In a Git workspace (mnemo commits memory) a line is as old as the commit that last changed it."""
+    from mnemo.editor.vcs import MemoryRepo
+
+    for who in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{who}_NAME", "Test")
+        monkeypatch.setenv(f"GIT_{who}_EMAIL", "test@example.com")
+        monkeypatch.setenv(f"GIT_{who}_DATE", "2026-01-05T10:00:00+00:00")
+    root = make_workspace(
+        {
+            "MEMORY.md": "# Memory\n\n- Staging database runs Postgres 15 on host db-stage-2.\n",
+            "memory/2026-11-03.md": "# 2026-11-03\n\n- Staging database runs Postgres 16 on host db-stage-2.\n",
+        }
+    )
+    services = services_factory(root)
+    MemoryRepo(services.workspace).commit(init_repo=True, message="memory")
+    with (root / "MEMORY.md").open("a", encoding="utf-8") as f:  # edited today, another line
+        f.write("- Prefer small pull requests in every repository.\n")
+    services.memory.sync()
+    (merge,) = Consolidator(services.memory, services.settings).propose(use_model=False).merges
+    assert merge.keep.path == "MEMORY.md" and "Postgres 16" in merge.text, merge
+
+
 def test_apply_refuses_a_file_changed_since_the_proposal(services: Any) -> None:
     root = services.workspace.root
     consolidator = Consolidator(services.memory, services.settings)

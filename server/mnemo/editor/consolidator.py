@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Protocol
 
@@ -22,6 +22,7 @@ from mnemo.config import Settings
 from mnemo.editor import consolidation, hygiene
 from mnemo.editor.consolidation import FileChange, MemoryLine, Merge
 from mnemo.editor.memory_edits import TextEdit
+from mnemo.editor.vcs import BlameCache
 from mnemo.errors import MnemoError
 from mnemo.index.duckdb_native import duckdb
 from mnemo.memory.service import MemoryService
@@ -122,6 +123,7 @@ class Consolidator:
         self.workspace = memory.workspace
         self.merger = merger
         self.model = model
+        self._blame = BlameCache(self.workspace.root)
 
     def propose(
         self, buffers: dict[str, str] | None = None, *, use_model: bool = True, vectors: bool = True
@@ -133,7 +135,7 @@ class Consolidator:
         linked = self._linked(lines, notes) if vectors else []
         found = consolidation.clusters(lines, self.settings.memory.consolidate_threshold, linked)
         merger = self.merger if use_model else None
-        merges = [self._merge(cluster, merger) for cluster in found]
+        merges = [self._merge(cluster, merger, set(buffers or ())) for cluster in found]
         changes = consolidation.changes(merges)
         return Proposal(
             merges,
@@ -164,7 +166,7 @@ class Consolidator:
         if last is not None and last[0] == key:
             return last[1]
         found = consolidation.clusters(lines, self.settings.memory.consolidate_threshold, [])
-        merges = [self._merge(cluster, None) for cluster in found]
+        merges = [self._merge(cluster, None, set(buffers)) for cluster in found]
         changes = consolidation.changes(merges)
         proposal = Proposal(merges, {path: texts[path] for path in changes}, changes, "", [])
         _WORDS_ONLY[root] = (key, proposal)
@@ -219,6 +221,16 @@ class Consolidator:
             lines.extend(cached[1])
         return texts, lines
 
+    def _committed_day(self, line: MemoryLine) -> MemoryLine:
+        """A line of an undated file (MEMORY.md, a topic) dated by the commit that last changed it, when
+        the workspace is a Git repository: the file's own date is its last change, any line's, and a
+        fact untouched for months must not pass for today's (and beat a newer daily note's version).
+        A line changed since the last commit keeps the file's date."""
+        found = self._blame.line(line.path, line.line)
+        if found is None or not found.date:
+            return line
+        return replace(line, day=date.fromisoformat(found.date[:10]))
+
     def _linked(
         self, lines: list[MemoryLine], notes: list[str]
     ) -> list[tuple[list[MemoryLine], list[MemoryLine]]]:
@@ -245,7 +257,8 @@ class Consolidator:
         threshold = self.settings.memory.duplicate_threshold
         return [(inside(a), inside(b)) for a, b, _ in hygiene.near_duplicate_pairs(vectors, threshold)]
 
-    def _merge(self, cluster: list[MemoryLine], merger: LineMerger | None) -> Merge:
+    def _merge(self, cluster: list[MemoryLine], merger: LineMerger | None, buffered: set[str]) -> Merge:
+        cluster = [self._committed_day(m) if m.rank and m.path not in buffered else m for m in cluster]
         keep, latest = consolidation.home(cluster), consolidation.newest(cluster)
         lines = tuple(cluster)
         if merger is None:
