@@ -373,3 +373,22 @@ def test_loading_and_embedding_write_nothing_to_stdout_or_stderr(tmp_path: Path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == ""
     assert done.stderr == ""
+
+
+def test_a_decode_of_a_model_closed_meanwhile_is_refused_not_run(tmp_path: Path) -> None:
+    """A search that had loaded the model when the server closed it (shutdown) went on to decode with
+    the freed llama.cpp context on a new decode thread: a crash in native code. It gets an error now,
+    and the embedder loads the model again for the next text."""
+    from mnemo.embeddings.base import EmbeddingError
+
+    own = build_embedder(EmbeddingSettings(provider="local", threads=2), cache_dir=tmp_path)
+    assert isinstance(own, LocalEmbedder)
+    try:
+        llm = own._load()
+        tokens = llm.tokenize(b"hello", add_bos=True, special=False)
+        own.close()  # between the search's load and its decode
+        with pytest.raises(EmbeddingError, match="closed"):
+            own._on_decode_thread(lambda: own._decode(llm, [tokens]))
+        assert own.embed(["hello"]).shape[0] == 1
+    finally:
+        own.close()

@@ -326,6 +326,8 @@ class LocalEmbedder:
 
         out = np.empty((len(sequences), self._dims), dtype=np.float32)
         with self._lock:
+            if llm is not self._llm:  # closed (or reloaded) since it was loaded: never decode a freed one
+                raise EmbeddingError("the embedding model was closed while this text waited for it")
             for row, tokens in enumerate(sequences):
                 llm._batch.reset()
                 llm._ctx.kv_cache_clear()
