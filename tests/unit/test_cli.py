@@ -265,7 +265,7 @@ def test_search_explain_shows_weights_boost_and_sources(tmp_path: Path) -> None:
 
 
 def test_explain_layout_names_every_reason_and_the_weights_used(capsys: Any) -> None:
-    from mnemo.cli.memory import print_results as _print_results
+    from mnemo.cli.printing import print_results as _print_results
 
     parts = {
         "vector": 0.41,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mnemo.cli.filters import search_filters
+from mnemo.cli.printing import ProgressBar, print_report
 from mnemo.memory.limits import check_max_results
 
 if TYPE_CHECKING:
@@ -61,31 +62,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-class ProgressBar:
-    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
-
-    def __init__(self, label: str = "indexing") -> None:
-        self.tty = sys.stderr.isatty()
-        self.last = 0.0
-        self.label = label
-
-    def __call__(self, done: int, total: int, current: str) -> None:
-        now = time.monotonic()
-        if done < total and now - self.last < (0.1 if self.tty else 2.0):
-            return
-        self.last = now
-        width = 30
-        filled = int(width * done / total) if total else width
-        line = f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {current[:40]}"
-        if self.tty:
-            sys.stderr.write("\r" + line.ljust(100))
-            if done >= total:
-                sys.stderr.write("\n")
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-
 # -- talking to a running server, or reading alone ------------------------------------------------------
 def _read_only(args: argparse.Namespace) -> ReadOnlyMemory:
     """The workspace's configuration and a one-shot reader (nothing opened yet); warns of config problems."""
@@ -116,23 +92,6 @@ def _writer_services(args: argparse.Namespace) -> Services:
 
 
 # -- index ------------------------------------------------------------------------------------------------
-def _report_line(report: dict[str, Any]) -> str:
-    return (
-        f"indexed {report['files_indexed']} changed file(s) of {report['files_seen']}, removed "
-        f"{report['files_removed']}; embedded {report['chunks_embedded']} chunk(s), reused "
-        f"{report['chunks_reused']} in {report['seconds']:.1f}s"
-        f"{' (full rebuild)' if report['rebuilt'] else ''}; searchable after {report['keyword_seconds']:.1f}s"
-    )
-
-
-def _print_report(report: dict[str, Any]) -> None:
-    print(_report_line(report))
-    if report["chunks_pending"]:
-        print(f"{report['chunks_pending']:,} chunk(s) wait for vectors (searched by keyword meanwhile)")
-    for path, file_problem in report["problems"]:
-        print(f"warning: {path}: {file_problem}", file=sys.stderr)
-
-
 def _wait_for_server_vectors(memory: ReadOnlyMemory) -> None:
     """Follow a server's background embedding until every chunk has its vector (or it stops)."""
     progress = ProgressBar("embedding")
@@ -170,7 +129,7 @@ def _print_unchanged(memory: ReadOnlyMemory) -> bool:
         "chunks_pending": 0,
         "problems": found.problems,
     }
-    _print_report(report)
+    print_report(report)
     return True
 
 
@@ -182,7 +141,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if served is not None:
         if args.provider or args.backend:
             print("note: a running server indexed with its own settings", file=sys.stderr)
-        _print_report(served)
+        print_report(served)
         if args.wait and served["chunks_pending"]:
             _wait_for_server_vectors(memory)
         return 0
@@ -196,7 +155,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             replace="any",
             vectors="wait" if args.wait else "later",
         )
-        _print_report(asdict(report))
+        print_report(asdict(report))
     finally:
         services.close()
     return 0
@@ -242,6 +201,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(wire.search_outcome(outcome), ensure_ascii=False, indent=2))
     else:
+        from mnemo.cli.printing import print_results
+
         print_results(wire.search_outcome(outcome), args.explain)
     return 0
 
@@ -290,74 +251,6 @@ def _writer_search(args: argparse.Namespace, filters: dict[str, Any] | None) -> 
         )
     finally:
         services.close()
-
-
-def _weights_lines(weights: dict[str, Any]) -> list[str]:
-    """The weights a search actually used, for ``--explain`` (unknown keys are shown as they are)."""
-    w = dict(weights)
-    if not w:
-        return []
-    vector, text = w.pop("vector", None), w.pop("text", None)
-    first = "text only" if not vector else f"vector {vector:.2f} + text {text:.2f}"
-    flags = []
-    if w.pop("cjkVectorWeight", False):
-        flags.append("CJK query: vector weight lowered")
-    if not w.pop("vectorEvidence", True) and vector:
-        flags.append("vectors not counted as evidence")
-    if flags:
-        first += f" ({'; '.join(flags)})"
-    second = []
-    decay, half_life = w.pop("decay", None), w.pop("halfLifeDays", None)
-    if decay is not None:
-        second.append(f"decay {decay}" + (f" (half-life {half_life:g} days)" if half_life else ""))
-    mmr = w.pop("mmr", None)
-    second.append("MMR off" if mmr is None else f"MMR lambda {mmr:g}")
-    memory_weight = w.pop("memoryWeight", None)
-    if memory_weight is not None:
-        second.append(f"MEMORY.md x{memory_weight:g} (bounded boost)")
-    cut = w.pop("cut", None)
-    if cut is not None:
-        second.append(f"cut-off {cut}")
-    second += [f"{key} {value}" for key, value in w.items()]
-    return [f"weights: {first}", f"         {'  '.join(second)}"]
-
-
-def _explain_hit(parts: dict[str, Any]) -> list[str]:
-    vector = "-" if parts["vector"] is None else f"{parts['vector']:.3f}"
-    age = "evergreen" if parts["ageDays"] is None else f"{parts['ageDays']:.0f} days"
-    boost = parts.get("boost") or 0.0
-    lines = [
-        f"   vector {vector}  text {parts['text']:.3f} (bm25 {parts['bm25']:.2f})  decay "
-        f"{parts['decay']:.3f} ({age}{', superseded' if parts['superseded'] else ''})  weight "
-        f"{parts['weight']:g}{f' ({boost:+.3f})' if boost else ''}  mmr rank {parts['mmrRank']}"
-    ]
-    if parts.get("line"):
-        lines.append(f"   answering line: L{parts['line']}")
-    reasons = list(parts.get("reasons") or [])
-    if parts.get("evidence") is False:
-        reasons.append("no real keyword or vector evidence")
-    if reasons:
-        lines.append(f"   why: {'; '.join(reasons)}")
-    return lines
-
-
-def print_results(outcome: dict[str, Any], explain: bool) -> None:
-    """A search outcome in the wire shape (:func:`mnemo.wire.search_outcome`) for a person to read."""
-    print(f"mode: {outcome['mode']} ({outcome['provider']} {outcome['model']})".rstrip())
-    if explain:
-        for line in _weights_lines(outcome.get("weights") or {}):
-            print(line)
-    for note in outcome["notes"]:
-        print(f"note: {note}")
-    if not outcome["results"]:
-        print("no results")
-    for i, hit in enumerate(outcome["results"], start=1):
-        print(f"\n{i}. {hit['citation']}  score {hit['score']:.3f}  {hit['heading']}")
-        if explain:
-            for line in _explain_hit(hit["parts"]):
-                print(line)
-        for line in hit["snippet"].splitlines()[:6]:
-            print(f"   {line}")
 
 
 # -- get and status ---------------------------------------------------------------------------------------

@@ -15,13 +15,14 @@ from typing import TypeVar
 
 from mnemo.config import ConfigProblem, Settings
 from mnemo.embeddings import Embedder, EmbeddingError, uses_bundled_english_model
-from mnemo.errors import IndexBusy, IndexUnavailable, MnemoError
+from mnemo.errors import IndexBusy, MnemoError
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.engine import IndexEngine
 from mnemo.index.indexer import Indexer, Progress, Replace, SyncReport
 from mnemo.memory.background_vectors import FEW_PENDING, PendingVectors, Vectors
 from mnemo.memory.buffers import EditorBuffers, apply_edits
 from mnemo.memory.feedback import FeedbackBook, FeedbackResult
+from mnemo.memory.index_opening import IndexOpening
 from mnemo.memory.index_search import CheckedSearch, IndexSearch
 from mnemo.memory.limits import check_search
 from mnemo.memory.reading import FileLines, read_lines
@@ -36,8 +37,6 @@ from mnemo.workspace.layout import Workspace
 
 log = logging.getLogger(__name__)
 
-STARTUP_WAIT_S = 30.0
-"""How long a search at start-up waits for an existing index to open (not for a first build)."""
 PENDING_WAIT_S = 2.0
 """How long a search waits for the writer to apply pending edits before answering with a note."""
 
@@ -63,9 +62,6 @@ class MemoryService:
         self.indexer: IndexEngine = indexer or Indexer(workspace, embedder, settings.index, settings.chunking)
         self.index_state = IndexState()
         self._write_lock = threading.RLock()
-        self._released = False
-        """The index was handed to another process (:meth:`release_index`): nothing here reopens it until
-        :meth:`reclaim_index`."""
         self.buffers = EditorBuffers(self._apply_pending_quietly)
         """Editor buffers waiting for the writer, and the open ones' texts (they win over the disk)."""
         self.generation = 0
@@ -73,6 +69,8 @@ class MemoryService:
         self.recorder = RetrievalRecorder(self.indexer, self._write_lock, self._recovering, self._changed)
         self.retrievals = self.recorder.log
         """Search results waiting for the writer (recorded in the index's ``retrievals`` table)."""
+        self.opening = IndexOpening(self.indexer, self._write_lock, self.index_state, self.flush_retrievals)
+        """Opening the index, and handing it to another process (mnemo.memory.index_opening)."""
         self.feedback = FeedbackBook(
             workspace.root,
             self.indexer,
@@ -80,7 +78,7 @@ class MemoryService:
             settings.search,
             self.flush_retrievals,
             self._changed,
-            self._open_index,
+            self.opening.open,
         )
         """Feedback on the chat turns that used each chunk, and the usefulness prior (mnemo.memory.feedback)."""
         self.recovery = Recovery(self.indexer, self._write_lock, self._repaired)
@@ -147,11 +145,11 @@ class MemoryService:
                 progress(done, total, current)
 
         with self._write_lock:
-            self._refuse_if_released()
+            self.opening.refuse_if_released()
             self.index_state.state = "indexing"
             try:
                 if self.indexer.store is None:
-                    self._open_index()  # the existing index (repaired if need be), whatever its model
+                    self.opening.open()  # the existing index (repaired if need be), whatever its model
                 saved = self.recorder.saved(full or self.indexer.foreign)
                 saved_feedback = self.feedback.saved(full or self.indexer.foreign)
                 report = self.indexer.sync(
@@ -342,16 +340,7 @@ class MemoryService:
 
     def ensure_open(self) -> None:
         """Open an existing compatible index; while a sync holds the writer, wait for it to open one."""
-        if self.indexer.store is not None:
-            return
-        if self._write_lock.acquire(blocking=False):
-            try:
-                if self.indexer.store is None:
-                    self._open_index()
-            finally:
-                self._write_lock.release()
-        else:  # a sync is running: it opens the existing index first, or builds one
-            self.indexer.opened.wait(STARTUP_WAIT_S)
+        self.opening.ensure_open()
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> FileLines:
         """Read lines of a memory file (the unsaved buffer when the editor has one)."""
@@ -372,29 +361,13 @@ class MemoryService:
             config_problems=[str(p) for p in self.config_problems],
         )
 
-    def _open_index(self) -> None:
-        """Open the index (the write lock held), unless this process handed it to another one."""
-        self._refuse_if_released()
-        self.indexer.open()
-
-    def _refuse_if_released(self) -> None:
-        if self._released:
-            raise IndexUnavailable("this process handed the index to another mnemo process, its writer now")
-
     def release_index(self) -> None:
-        """Close the index file so another process can write it. Nothing reopens it here (a sync or
-        search that was already on its way fails with IndexUnavailable) until :meth:`reclaim_index`."""
-        self.flush_retrievals(timeout_s=5.0)
-        with self._write_lock:
-            self._released = True
-            self.indexer.close()
-            self.indexer.opened.clear()
-            self.index_state.state = "released"
+        """Close the index file so another process can write it (:mod:`mnemo.memory.index_opening`)."""
+        self.opening.release()
 
     def reclaim_index(self) -> None:
-        """This process is the index's writer again (it took the lease): the next call reopens it."""
-        with self._write_lock:
-            self._released = False
+        """This process writes the index again: the next call that needs it reopens it."""
+        self.opening.reclaim()
 
     def close(self) -> None:
         self.vectors.close()
