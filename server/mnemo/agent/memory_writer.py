@@ -8,15 +8,14 @@ a snapshot is always a new file; nothing is written through a symlink or outside
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
-import time
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path, PurePosixPath
 
 from mnemo.errors import MnemoError
+from mnemo.flock_wait import take_exclusive
 
 PROTECTED = frozenset({"memory.md", "soul.md", "agents.md", "tools.md"})
 _DAILY_RE = re.compile(r"^memory/(\d{4}-\d{2}-\d{2})\.md$")
@@ -55,17 +54,10 @@ class MemoryWriter:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
         try:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise MemoryWriteRefused(
-                            f"another process kept memory/ locked for {timeout_s:g} s; nothing was written"
-                        ) from None
-                    time.sleep(0.02)
+            if not take_exclusive(fd, timeout_s):
+                raise MemoryWriteRefused(
+                    f"another process kept memory/ locked for {timeout_s:g} s; nothing was written"
+                )
             yield
         finally:
             os.close(fd)  # (releases the lock)

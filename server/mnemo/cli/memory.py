@@ -186,15 +186,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         outcome = codec.decode_outcome(served)
     else:
         try:
-            outcome = memory.search(
-                args.query,
-                max_results=args.max_results,
-                min_score=args.min_score,
-                sources=args.sources,
-                filters=filters,
-                sync=not args.no_sync,
-                one_per_file=args.one_per_file,
-            )
+            outcome = _alone_search(memory, args, filters, sync=not args.no_sync)
         except WriterNeeded as why:
             log.info("searching through the index writer: %s", why)
             outcome = _writer_or_stale_search(memory, args, filters)
@@ -205,6 +197,21 @@ def cmd_search(args: argparse.Namespace) -> int:
 
         print_results(wire.search_outcome(outcome), args.explain)
     return 0
+
+
+def _alone_search(
+    memory: ReadOnlyMemory, args: argparse.Namespace, filters: dict[str, Any] | None, *, sync: bool
+) -> SearchOutcome:
+    """The one-shot search, the index read-only (WriterNeeded when it must be written first)."""
+    return memory.search(
+        args.query,
+        max_results=args.max_results,
+        min_score=args.min_score,
+        sources=args.sources,
+        filters=filters,
+        sync=sync,
+        one_per_file=args.one_per_file,
+    )
 
 
 def _writer_or_stale_search(
@@ -219,15 +226,7 @@ def _writer_or_stale_search(
         return _writer_search(args, filters)
     except IndexUnavailable as cannot:
         try:
-            outcome = memory.search(
-                args.query,
-                max_results=args.max_results,
-                min_score=args.min_score,
-                sources=args.sources,
-                filters=filters,
-                sync=False,
-                one_per_file=args.one_per_file,
-            )
+            outcome = _alone_search(memory, args, filters, sync=False)
         except WriterNeeded:
             raise cannot from None
         print(

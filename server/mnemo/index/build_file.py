@@ -4,10 +4,8 @@ staged for the build's next statement, and the rename of the finished file over 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -15,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mnemo.errors import IndexBusy, IndexUnavailable
+from mnemo.flock_wait import take_exclusive
 from mnemo.index import file_meta, repair
 from mnemo.index.batches import Columns
 from mnemo.index.writer_api import ChunkRow, FileMeta
@@ -139,18 +138,11 @@ def build_lock(folder: Path, wait_s: float = BUILD_WAIT_S) -> Iterator[None]:
         yield
         return
     try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise IndexBusy(
-                        f"another mnemo process has been building the index in {folder} for over "
-                        f"{wait_s:g} s; try again when it is done"
-                    ) from None
-                time.sleep(0.05)
+        if not take_exclusive(fd, wait_s):
+            raise IndexBusy(
+                f"another mnemo process has been building the index in {folder} for over {wait_s:g} s; "
+                "try again when it is done"
+            )
         yield
     finally:
         os.close(fd)  # (releases the lock)
