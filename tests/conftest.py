@@ -37,6 +37,15 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> None:
             path.write_text(content, encoding="utf-8")
 
 
+def settle(root: Path, seconds: float = 60.0) -> None:
+    """Move every file's mtime ``seconds`` into the past, as notes written before the index are: a file
+    read within two seconds of its mtime is compared by content at each sync (mnemo.index.racy)."""
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            st = path.stat()
+            os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
 def markdown_hashes(root: Path) -> dict[str, str]:
     """sha256 of every .md file under ``root`` (to prove indexing never writes Markdown)."""
     return {

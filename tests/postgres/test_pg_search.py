@@ -70,3 +70,29 @@ def test_buffers_edits_and_removals_reach_search(team_workspace: Path, namespace
         assert check_pg_consistent(pg_env, namespace) == counts
     finally:
         services.close()
+
+
+def test_a_same_size_write_in_the_same_tick_reaches_the_shared_index(
+    team_workspace: Path, namespace: str, pg_env: str
+) -> None:
+    """A note written again within its mtime's tick with the same size, after a sync read it: this
+    machine's stat cache saw no change and the shared index kept the old text (tests/unit/test_racy_files)."""
+    import os
+
+    note = team_workspace / "memory" / "stack.md"
+    note.write_text(
+        "# Stack\n\nThe billing database runs Postgres 15 on the blue cluster.\n", encoding="utf-8"
+    )
+    services = _services(team_workspace, namespace)
+    try:
+        services.memory.sync()
+        before = note.stat()
+        note.write_text(
+            "# Stack\n\nThe billing database runs Postgres 16 on the teal cluster.\n", encoding="utf-8"
+        )
+        os.utime(note, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert note.stat().st_size == before.st_size
+        assert services.memory.sync().files_indexed == 1
+        assert _paths(services, "Postgres teal cluster")[0] == "memory/stack.md"
+    finally:
+        services.close()

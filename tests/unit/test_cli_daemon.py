@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import SAMPLE_NOTES, WorkspaceBuilder
+from tests.conftest import SAMPLE_NOTES, WorkspaceBuilder, settle
 
 KEYWORD = '[embedding]\nprovider = "none"\n'
 
@@ -76,6 +76,7 @@ def daemon(ws: Path, idle_minutes: float = 5.0) -> Iterator[int]:
 @pytest.fixture
 def indexed(make_workspace: WorkspaceBuilder) -> Path:
     ws = make_workspace(SAMPLE_NOTES, toml=KEYWORD)
+    settle(ws)  # notes written before they are indexed, not within the same clock tick (mnemo.index.racy)
     done = mnemo("index", "-w", str(ws))
     assert done.returncode == 0, done.stderr
     return ws

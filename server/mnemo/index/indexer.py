@@ -33,7 +33,7 @@ import numpy as np
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
 from mnemo.errors import IndexBusy, IndexUnavailable, SearchCancelled
-from mnemo.index import file_meta, opening, pending, repair
+from mnemo.index import file_meta, opening, pending, racy, repair
 from mnemo.index.build_file import build_lock
 from mnemo.index.duckdb_native import duckdb, is_lock_error
 from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen, embedding_input, write_file
@@ -243,12 +243,15 @@ class Indexer(IdentityMatch):
     def _count_stale(self, store: ChunkStore) -> int:
         """Files added, changed or removed on disk since ``store`` indexed them (a stat each)."""
         known = store.file_states()
-        on_disk = self.workspace.stamps()
-        stale = len(known.keys() - on_disk.keys())
-        for path, stamp in on_disk.items():
-            state = known.get(path)
-            stale += state is None or (state.mtime, state.size) != stamp
-        return stale
+        recorded = {path: (state.mtime, state.size) for path, state in known.items()}
+        stale = racy.stale_paths(
+            recorded,
+            self.workspace.stamps(),
+            lambda paths: {path: known[path].digest for path in paths},
+            self.workspace.root,
+            self.settings.max_file_bytes,
+        )
+        return len(stale)
 
     def _rebuild(self, report: SyncReport, progress: Progress | None, cancel: threading.Event | None) -> None:
         try:
@@ -313,11 +316,16 @@ class Indexer(IdentityMatch):
                 continue
             if progress:
                 progress(done, len(on_disk), path)
+            read_at = time.time()
             source = read_memory_file(
                 self.workspace.root / path, memory_file.kind, self.settings.max_file_bytes
             )
+            mtime = racy.recorded_mtime(mtime, read_at)  # a write within its tick must not go unseen
             if state is not None and state.digest == source.digest and source.text is not None:
-                touched.append((path, mtime, size))
+                if (state.mtime, state.size) != (mtime, size):
+                    touched.append((path, mtime, size))
+                if live and path not in with_meta:
+                    self._fill_meta(store, memory_file, source)
                 continue
             self._index_source(store, memory_file, source, mtime, size, report, live=live)
         store.flush_staged()
@@ -331,11 +339,14 @@ class Indexer(IdentityMatch):
         if progress:
             progress(len(on_disk), len(on_disk), "")
 
-    def _fill_meta(self, store: ChunkStore, memory_file: MemoryFile) -> None:
+    def _fill_meta(
+        self, store: ChunkStore, memory_file: MemoryFile, source: SourceText | None = None
+    ) -> None:
         """Write the ``file_meta`` row of a file whose chunks are current (read once, after an upgrade)."""
-        source = read_memory_file(
-            self.workspace.root / memory_file.path, memory_file.kind, self.settings.max_file_bytes
-        )
+        if source is None:
+            source = read_memory_file(
+                self.workspace.root / memory_file.path, memory_file.kind, self.settings.max_file_bytes
+            )
         meta = file_meta.extract(source.text, front_matter=memory_file.kind is not FileKind.SESSION)
         with store.transaction():
             store.write_meta(memory_file.path, meta)
@@ -350,7 +361,9 @@ class Indexer(IdentityMatch):
             return report
         source = decode_memory_bytes(text.encode("utf-8"), memory_file.kind)
         # A buffer's few changed chunks are embedded at once: the search that follows a keystroke sees them.
-        self._index_source(self.store, memory_file, source, -1.0, len(text), report, live=True, embed=True)
+        self._index_source(
+            self.store, memory_file, source, racy.UNSETTLED, len(text), report, live=True, embed=True
+        )
         return report
 
     def remove(self, rel_path: str) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import psycopg
 
 from mnemo.errors import SearchCancelled
-from mnemo.index import pending, pg_schema
+from mnemo.index import pending, pg_schema, racy
 from mnemo.index.file_rows import Progress, SyncReport
 from mnemo.index.pg_store import FileWrite, PgStore
 from mnemo.index.pg_sync import PreparedFile, StatCache, prepare
@@ -126,11 +126,13 @@ def sync_files(
         indexer.buffered.discard(rel)
         if progress:
             progress(done, len(on_disk), rel)
+        read_at = time.time()
         source = indexer.read_source(memory_file)
+        mtime = racy.recorded_mtime(stat.st_mtime, read_at)  # a write within its tick must not go unseen
         state = committed.get(rel)
         if state is None or state.digest != source.digest or source.text is None:
-            write_file(indexer, memory_file, source, stat.st_mtime, stat.st_size, report, embed=False)
-        cache.saw(rel, stat.st_mtime, stat.st_size, source.digest)
+            write_file(indexer, memory_file, source, mtime, stat.st_size, report, embed=False)
+        cache.saw(rel, mtime, stat.st_size, source.digest)
         if done % SAVE_EVERY_FILES == SAVE_EVERY_FILES - 1:
             cache.save()
     for gone in sorted(set(cache.files) - present):
@@ -175,7 +177,7 @@ def build(
             indexer.store = PgStore(con, live)
             if indexer.foreign:
                 report.files_stale = StatCache(indexer.stat_cache_path, live.id).count_changed(
-                    indexer.workspace
+                    indexer.workspace, indexer.settings.max_file_bytes
                 )
             else:
                 sync_files(indexer, report, progress, cancel)
@@ -260,9 +262,11 @@ def _fill(
         indexer.check_cancel(cancel)
         if progress:
             progress(done, len(on_disk), memory_file.path)
+        read_at = time.time()
         source = indexer.read_source(memory_file)
-        batch.append((_prepare(indexer, memory_file, source, report), stat.st_mtime, stat.st_size))
-        cache.saw(memory_file.path, stat.st_mtime, stat.st_size, source.digest)
+        mtime = racy.recorded_mtime(stat.st_mtime, read_at)
+        batch.append((_prepare(indexer, memory_file, source, report), mtime, stat.st_size))
+        cache.saw(memory_file.path, mtime, stat.st_size, source.digest)
         if len(batch) >= BUILD_BATCH_FILES:
             flush()
     if batch:

@@ -28,7 +28,7 @@ import psycopg
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
 from mnemo.errors import IndexUnavailable, SearchCancelled
-from mnemo.index import pending, pg_build, pg_schema
+from mnemo.index import pending, pg_build, pg_schema, racy
 from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen
 from mnemo.index.matching import IdentityMatch
 from mnemo.index.pg_connect import DSN_ENV, ReaderPool, connect
@@ -254,7 +254,9 @@ class PgIndexer(IdentityMatch):
             if full or not opened or self._replaces(replace):
                 self._build(report, progress, cancel, replace_live=full or opened)
             elif self.foreign:
-                report.files_stale = self._stat_cache().count_changed(self.workspace)
+                report.files_stale = self._stat_cache().count_changed(
+                    self.workspace, self.settings.max_file_bytes
+                )
             else:
                 pg_build.sync_files(self, report, progress, cancel)
                 self._keep_visible()  # (a build has just vacuumed)
@@ -299,7 +301,7 @@ class PgIndexer(IdentityMatch):
             return report
         source = decode_memory_bytes(text.encode("utf-8"), memory_file.kind)
         with _database_errors("indexing a buffer"):
-            pg_build.write_file(self, memory_file, source, -1.0, len(text), report, embed=True)
+            pg_build.write_file(self, memory_file, source, racy.UNSETTLED, len(text), report, embed=True)
         self.buffered.add(memory_file.path)  # the next sync reads the disk's text again
         return report
 

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from mnemo.index import file_meta
+from mnemo.index import file_meta, racy
 from mnemo.index.file_rows import chunk_rows, embedding_input, file_problem
 from mnemo.index.sources import SourceText
 from mnemo.index.writer_api import ChunkRow, FileMeta
@@ -66,11 +66,13 @@ class StatCache:
         if self.files.pop(rel, None) is not None:
             self._dirty = True
 
-    def count_changed(self, workspace: Workspace) -> int:
-        """Files added, changed or removed on this disk since this machine last saw them."""
-        on_disk = {memory_file.path: stat for memory_file, stat in workspace.scan()}
-        changed = sum(not self.unchanged(rel, stat) for rel, stat in on_disk.items())
-        return changed + len(set(self.files) - set(on_disk))
+    def count_changed(self, workspace: Workspace, max_bytes: int) -> int:
+        """Files added, changed or removed on this disk since this machine last saw them (a file seen
+        within its mtime's tick is compared by content: :mod:`mnemo.index.racy`)."""
+        seen = {rel: (s.mtime, s.size) for rel, s in self.files.items()}
+        on_disk = {mf.path: (stat.st_mtime, stat.st_size) for mf, stat in workspace.scan()}
+        digests = {rel: s.digest for rel, s in self.files.items()}
+        return len(racy.stale_paths(seen, on_disk, lambda _: digests, workspace.root, max_bytes))
 
     def save(self) -> None:
         """Write the cache atomically (a lost cache only means files are read and compared again)."""

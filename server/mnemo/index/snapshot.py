@@ -10,6 +10,7 @@ and the caller takes the writer's path instead.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from mnemo.errors import IndexBusy
@@ -64,6 +65,11 @@ class Snapshot:
         :meth:`mnemo.workspace.layout.Workspace.stamps` reads them (a changed one must be read again)."""
         rows = self.con.execute("SELECT path, mtime, size FROM files").fetchall()
         return {path: (mtime, size) for path, mtime, size in rows}
+
+    def file_digests(self, paths: Iterable[str]) -> dict[str, str]:
+        """The content digest the index holds for each of ``paths`` it has."""
+        rows = self.con.execute("SELECT path, hash FROM files WHERE list_contains(?, path)", [list(paths)])
+        return dict(rows.fetchall())
 
     def reader(self) -> DuckReader:
         """The read API on this snapshot; keyword scores come from SQL (no postings are loaded)."""

@@ -49,6 +49,12 @@ def decode_memory_bytes(data: bytes, kind: FileKind) -> SourceText:
 
 def read_memory_file(path: Path, kind: FileKind, max_bytes: int) -> SourceText:
     """Read a file for indexing. Never raises for bad content; an unreadable file gives a problem."""
+    data = read_memory_bytes(path, max_bytes)
+    return decode_memory_bytes(data, kind) if isinstance(data, bytes) else data
+
+
+def read_memory_bytes(path: Path, max_bytes: int) -> bytes | SourceText:
+    """A memory file's bytes, or the SourceText that says why they are not indexed (never raises)."""
     try:
         # Never blocks (a FIFO named like a note would wait for a writer forever), never follows a
         # symlink swapped in after the walk; what is read is checked on the open file itself.
@@ -62,12 +68,11 @@ def read_memory_file(path: Path, kind: FileKind, max_bytes: int) -> SourceText:
                     f"size:{st.st_size}",
                     f"file is {_mb(st.st_size)}, over index.max_file_bytes ({_mb(max_bytes)}): not indexed",
                 )
-            data = f.read()
+            return f.read()
     except FileNotFoundError:
         return SourceText(None, "", "file was deleted while indexing")
     except OSError as exc:
         return SourceText(None, "", f"cannot be read: {exc.strerror or exc}")
-    return decode_memory_bytes(data, kind)
 
 
 def _event_text(event: object) -> str:

@@ -16,6 +16,7 @@ a write. Searches through a server (the editor's, the gateway's, ``mnemo serve -
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -92,9 +93,21 @@ class ReadOnlyMemory:
             raise
         return snapshot, embedder
 
-    def _changed_on_disk(self, snapshot: Snapshot) -> bool:
-        """A file was added, changed or removed on disk since it was indexed (a stat each)."""
-        return snapshot.file_stamps() != self.workspace.stamps()
+    def _changed_on_disk(self, snapshot: Snapshot, *, settle: bool = False) -> str | None:
+        """Why the writer must sync first, or None: a file added, changed or removed on disk since it was
+        indexed (a stat each; the content of one indexed within its mtime's tick: :mod:`mnemo.index.racy`);
+        with ``settle``, also such a file now old enough to be recorded by its mtime."""
+        from mnemo.index.racy import settled_since, stale_paths
+
+        recorded, on_disk = snapshot.file_stamps(), self.workspace.stamps()
+        if recorded == on_disk:
+            return None
+        root, max_bytes = self.workspace.root, self.settings.index.max_file_bytes
+        if stale_paths(recorded, on_disk, snapshot.file_digests, root, max_bytes):
+            return "files changed since they were indexed"
+        if settle and settled_since(recorded, on_disk, time.time()):
+            return "files indexed within their mtime's tick can be recorded by it now"
+        return None
 
     def search(
         self,
@@ -120,8 +133,8 @@ class ReadOnlyMemory:
         checked = check_filters(filters)
         snapshot, embedder = self._open()
         try:
-            if sync and self._changed_on_disk(snapshot):
-                raise WriterNeeded("files changed since they were indexed")
+            if sync and (reason := self._changed_on_disk(snapshot)):
+                raise WriterNeeded(reason)
             reader = snapshot.reader()
             dims = snapshot.identity.dims
             if dims > 0:
@@ -162,8 +175,8 @@ class ReadOnlyMemory:
         loads no indexer."""
         snapshot, _ = self._open()
         try:
-            if self._changed_on_disk(snapshot):
-                raise WriterNeeded("files changed since they were indexed")
+            if reason := self._changed_on_disk(snapshot, settle=True):
+                raise WriterNeeded(reason)
             reader = snapshot.reader()
             counts = reader.counts()
             if snapshot.identity.dims > 0 and counts.pending:
