@@ -379,3 +379,25 @@ def test_code_actions_reuse_the_word_proposal_until_a_memory_text_changes(
     (root / "memory/2026-11-02.md").write_text("# 2026-11-02\n\n- Something else entirely today.\n")
     assert Consolidator(services.memory, services.settings).for_line("MEMORY.md", 4) is None
     assert len(calls) == 2
+
+
+def test_a_file_rewritten_within_its_tick_is_read_again(services: Any) -> None:
+    """The files' texts are kept by (path, mtime, size) between requests: a note written again within its
+    mtime's tick, with the same size, kept its old text, so every proposal was made from it and every
+    apply refused it as "changed since the proposal" (tests/unit/test_racy_files.py)."""
+    import os
+
+    root = services.workspace.root
+    note = root / "memory/2026-11-02.md"
+    assert len(Consolidator(services.memory, services.settings).propose().merges) == 2
+    before = note.stat()
+    old = "- Coffee preference: dark roast, no sugar, oat milk."
+    new = "- Tea: sencha, never sweetened, rarely with lemon!!!"
+    assert len(new) == len(old)
+    note.write_text(NOTES["memory/2026-11-02.md"].replace(old, new), encoding="utf-8")
+    os.utime(note, ns=(before.st_atime_ns, before.st_mtime_ns))
+    consolidator = Consolidator(services.memory, services.settings)
+    proposal = consolidator.propose()
+    assert [m.keep.citation for m in proposal.merges] == ["memory/2026-11-20.md#L3"]
+    assert consolidator.apply(proposal) == ["memory/2026-11-02.md"]
+    assert note.read_text(encoding="utf-8") == f"# 2026-11-02\n\n{new}\n"

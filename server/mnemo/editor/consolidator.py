@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
@@ -24,6 +25,7 @@ from mnemo.editor.consolidation import FileChange, MemoryLine, Merge
 from mnemo.editor.memory_edits import TextEdit
 from mnemo.editor.vcs import BlameCache
 from mnemo.errors import MnemoError
+from mnemo.index import racy
 from mnemo.index.duckdb_native import duckdb
 from mnemo.memory.service import MemoryService
 
@@ -208,6 +210,7 @@ class Consolidator:
             key = (str(self.workspace.root), path, stat.st_mtime_ns, stat.st_size)
             cached = _FILES.get(key)
             if cached is None:
+                read_at = time.time()
                 try:
                     text = self._disk_text(path)
                 except (OSError, UnicodeDecodeError) as exc:
@@ -216,7 +219,8 @@ class Consolidator:
                 cached = (text, consolidation.memory_lines(path, text, day=day, rank=rank))
                 if len(_FILES) >= CACHED_FILES:
                     _FILES.clear()
-                _FILES[key] = cached
+                if racy.settled(stat.st_mtime, read_at):  # else a same-size write in its tick goes unseen
+                    _FILES[key] = cached
             texts[path] = cached[0]
             lines.extend(cached[1])
         return texts, lines
