@@ -179,3 +179,46 @@ def test_the_environment_and_global_config_are_not_inherited(
 )
 def test_executable_key(key: str, value: str, refused: bool) -> None:
     assert executable_key(key, value) is refused
+
+
+@pytest.mark.parametrize("racy_seconds", [None, 0.0])
+def test_a_config_rewritten_in_place_with_its_mtime_put_back_is_checked_again(
+    committed: tuple[Path, Path, MemoryRepo], racy_seconds: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config check is remembered by the files' stamps. A same-size rewrite in place (same inode)
+    with its mtime put back (`touch -d`, or a write within the clock tick of the check) matched them,
+    and git ran with an executable key unchecked. The ctime cannot be put back; a check within two
+    seconds of a config's change is not remembered (with RACY_SECONDS = 0: the ctime alone)."""
+    import time
+
+    from mnemo.index import racy
+
+    if racy_seconds is not None:
+        monkeypatch.setattr(racy, "RACY_SECONDS", racy_seconds)
+    root, marker, repo = committed
+    marker.parent.mkdir()
+    config = root / ".git" / "config"
+    evil = f"[core]\n\tfsmonitor = touch {marker}; false\n"
+    git_config(root, "alias.zz", "x" * len(evil))
+    (root / "MEMORY.md").write_text("# Memory\n- tea\n- checked\n", encoding="utf-8")
+    repo.commit(message="checked")
+    blame = BlameCache(root)  # an editor's server keeps one: its config check is remembered by stamps
+    assert blame.line("MEMORY.md", 1).error == ""  # type: ignore[union-attr]
+    before = config.stat()
+    text = config.read_text(encoding="utf-8")
+    benign = f"[alias]\n\tzz = {'x' * len(evil)}\n"
+    assert benign in text
+    time.sleep(0.05)  # (a later clock tick for the ctime)
+    rewritten = text.replace(benign, evil + " " * (len(benign) - len(evil) - 1) + "\n")
+    assert len(rewritten.encode()) == before.st_size
+    with config.open("r+", encoding="utf-8") as f:  # in place: the same inode
+        f.write(rewritten)
+    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (config.stat().st_ino, config.stat().st_mtime_ns, config.stat().st_size) == (
+        before.st_ino,
+        before.st_mtime_ns,
+        before.st_size,
+    )
+    blamed = blame.line("MEMORY.md", 1)
+    assert blamed is not None and "core.fsmonitor" in blamed.error
+    assert not marker.exists(), "a command from .git/config ran on the host"

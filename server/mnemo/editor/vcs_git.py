@@ -19,10 +19,12 @@ import fnmatch
 import functools
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from mnemo.errors import MnemoError
+from mnemo.index import racy
 
 GIT_TIMEOUT_S = 60.0
 
@@ -180,7 +182,7 @@ class InertGit:
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
-        self._checked: tuple[tuple[int, int, int], ...] | None = None
+        self._checked: tuple[tuple[int, int, int, int], ...] | None = None
         self.identity: tuple[str, str] = ("", "")
 
     def run(self, args: list[str], *, check: bool = True) -> subprocess.CompletedProcess[bytes]:
@@ -229,6 +231,7 @@ class InertGit:
         stamp = tuple(_stamp(f) for f in files)
         if stamp == self._checked:
             return
+        checked_at = time.time()
         identity = {"user.name": "", "user.email": ""}
         for config in files:
             if not config.exists():
@@ -245,16 +248,19 @@ class InertGit:
             "" if identity["user.name"] else global_name,
             "" if identity["user.email"] else global_email,
         )
-        self._checked = stamp
+        # Remembered only when no file changed within its clock tick of this read: a same-size rewrite
+        # in that tick would leave every stamp as it was (the ctime, unlike the mtime, cannot be set back).
+        self._checked = stamp if all(racy.settled(s[2] / 1e9, checked_at) for s in stamp) else None
 
     def __call__(self, *args: str, check: bool = True) -> bytes:
         """Output of ``git ARGS`` (raises :class:`GitFailed` when ``check`` and it fails)."""
         return self.run(list(args), check=check).stdout
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
+def _stamp(path: Path) -> tuple[int, int, int, int]:
+    """(inode, mtime, ctime, size) of a config file; the ctime: `touch -d` can put an mtime back."""
     try:
         st = path.stat()
     except OSError:
-        return (0, 0, 0)
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
+        return (0, 0, 0, 0)
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
