@@ -68,8 +68,14 @@ class Snapshot:
 
     def file_digests(self, paths: Iterable[str]) -> dict[str, str]:
         """The content digest the index holds for each of ``paths`` it has."""
-        rows = self.con.execute("SELECT path, hash FROM files WHERE list_contains(?, path)", [list(paths)])
-        return dict(rows.fetchall())
+        # All rows, filtered here: a list parameter costs DuckDB ~0.1 ms an element (2,000 paths: 0.25 s),
+        # the whole table at 2,000 files ~1 ms.
+        wanted = set(paths)
+        return {
+            path: digest
+            for path, digest in self.con.execute("SELECT path, hash FROM files").fetchall()
+            if path in wanted
+        }
 
     def reader(self) -> DuckReader:
         """The read API on this snapshot; keyword scores come from SQL (no postings are loaded)."""
