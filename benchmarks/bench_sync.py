@@ -1,13 +1,13 @@
 """The CPU of a sync that finds little to do: what an editor's save and each search through a daemon pay.
 
-    python benchmarks/bench_sync.py [--files 2000] [--syncs 100] [--rounds 3]
+    python benchmarks/bench_sync.py [--files 2000] [--syncs 100] [--pull 300] [--rounds 3]
     PYTHONPATH=DIR/server python benchmarks/bench_sync.py   # another tree (e.g. `git archive REV server`)
 
 A synthetic English workspace of ``--files`` notes (benchmarks/synthetic.py) is indexed in keyword mode,
 in this process, by the writer's services (as `mnemo serve` holds them). Then, round after round:
 ``--syncs`` syncs with nothing changed on disk, and as many with one note rewritten before each (its
-chunks indexed again, the rest compared with the disk). CPU is this process's (user + system, all
-threads), per sync; the table (benchmarks/out/bench_sync.md and .json) gives the median of the rounds
+chunks indexed again, the rest compared with the disk), and one sync after ``--pull`` notes were
+rewritten at once (a pull). CPU is this process's (user + system, all threads), per sync; the table (benchmarks/out/bench_sync.md and .json) gives the median of the rounds
 and each round's, under the machine (CPU model, cores, load) and the command.
 """
 
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--files", type=int, default=2000, help="synthetic English notes (default 2000)")
     parser.add_argument("--syncs", type=int, default=100, help="syncs of each kind a round (default 100)")
+    parser.add_argument("--pull", type=int, default=300, help="notes a pull rewrites (default 300)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     args = parser.parse_args(argv)
     started_on = machine()  # (the load before the run)
@@ -64,20 +65,34 @@ def main(argv: list[str] | None = None) -> int:
             def rewrite(i: int) -> None:
                 note.write_text(f"{text}\nedit {i}\n", encoding="utf-8")
 
-            unchanged, one_changed = [], []
-            for _ in range(args.rounds):
+            pulled = sorted((ws / "memory").glob("*.md"))[1 : 1 + args.pull]
+            texts = {path: path.read_text(encoding="utf-8") for path in pulled}
+
+            def pull(i: int) -> None:
+                for path in pulled:
+                    path.write_text(f"{texts[path]}\npulled {i}\n", encoding="utf-8")
+
+            unchanged, one_changed, pulls = [], [], []
+            for r in range(args.rounds):
                 unchanged.append(per_sync_ms(args.syncs, lambda i: None, memory.sync))
                 one_changed.append(per_sync_ms(args.syncs, rewrite, memory.sync))
+                pulls.append(per_sync_ms(1, lambda i, r=r: pull(r), memory.sync))  # type: ignore[misc]
         finally:
             services.close()
     rows = [
         [kind, statistics.median(values), ", ".join(f"{v:.1f}" for v in values)]
-        for kind, values in (("nothing changed", unchanged), ("one note rewritten", one_changed))
+        for kind, values in (
+            ("nothing changed", unchanged),
+            ("one note rewritten", one_changed),
+            (f"{args.pull} notes rewritten (a pull)", pulls),
+        )
     ]
     table = md_table(["sync", "CPU ms, median", "each round"], rows)
     markdown = f"`{command_line()}`\n\n{machine_line(started_on)}\n\n{table}"
     write_outputs(
-        "bench_sync", {"args": vars(args), "unchanged_ms": unchanged, "one_changed_ms": one_changed}, markdown
+        "bench_sync",
+        {"args": vars(args), "unchanged_ms": unchanged, "one_changed_ms": one_changed, "pull_ms": pulls},
+        markdown,
     )
     return 0
 

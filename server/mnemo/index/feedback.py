@@ -154,7 +154,7 @@ def recorded_turns(con: duckdb.DuckDBPyConnection, session_id: str) -> set[tuple
 
 def tallies(con: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> dict[str, Tally]:
     """The tally of each of ``keys`` that has feedback (none in an index without the table)."""
-    from mnemo.index.duckdb_native import duckdb
+    from mnemo.index.duckdb_native import duckdb, sql_strings
 
     if not keys:
         return {}
@@ -164,8 +164,7 @@ def tallies(con: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> dict[str, Ta
             "SELECT chunk_key, count(*) FILTER (WHERE useful), count(*) FILTER (WHERE NOT useful), "
             f"coalesce(sum({weight}) FILTER (WHERE useful), 0), "
             f"coalesce(sum({weight}) FILTER (WHERE NOT useful), 0) "
-            "FROM feedback WHERE chunk_key IN (SELECT unnest(?::VARCHAR[])) GROUP BY chunk_key",
-            [list(keys)],
+            f"FROM feedback WHERE chunk_key IN ({sql_strings(keys)}) GROUP BY chunk_key"
         ).fetchall()
     except duckdb.CatalogException:
         return {}

@@ -84,17 +84,15 @@ def add_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
         "CREATE OR REPLACE TEMP TABLE fts_new_tokens AS "
         "SELECT name, stem(tok, 'porter') AS term FROM ("
         "  SELECT id AS name, unnest(string_split_regex(terms, '\\s+')) AS tok FROM chunks "
-        "  WHERE id IN (SELECT unnest(?::BIGINT[]))"
-        ") WHERE tok <> ''",
-        [list(ids)],
+        f"  WHERE id IN ({sql_ids(ids)})"
+        ") WHERE tok <> ''"
     )
     con.execute(
         f"INSERT INTO {SCHEMA}.docs "
         f"SELECT (SELECT coalesce(max(docid), -1) FROM {SCHEMA}.docs) + row_number() OVER (ORDER BY c.id), "
         "c.id, coalesce(n.len, 0) "
-        "FROM (SELECT unnest(?::BIGINT[]) AS id) c "
-        "LEFT JOIN (SELECT name, count(*) AS len FROM fts_new_tokens GROUP BY name) n ON n.name = c.id",
-        [list(ids)],
+        f"FROM (SELECT unnest([{sql_ids(ids)}]::BIGINT[]) AS id) c "
+        "LEFT JOIN (SELECT name, count(*) AS len FROM fts_new_tokens GROUP BY name) n ON n.name = c.id"
     )
     con.execute(
         f"INSERT INTO {SCHEMA}.dict "
@@ -120,7 +118,7 @@ def remove_docs(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> None:
     """Forget chunks about to be deleted from ``chunks``."""
     if not ids:
         return
-    con.execute("CREATE OR REPLACE TEMP TABLE fts_gone AS SELECT unnest(?::BIGINT[]) AS name", [list(ids)])
+    con.execute(f"CREATE OR REPLACE TEMP TABLE fts_gone AS SELECT unnest([{sql_ids(ids)}]::BIGINT[]) AS name")
     con.execute(
         f"UPDATE {SCHEMA}.dict SET df = df - x.n FROM "
         f"(SELECT termid, count(*) AS n FROM {SCHEMA}.postings "

@@ -5,8 +5,8 @@ schema; another model or chunker only when asked with ``replace``) goes into ``i
 and is swapped in when complete, so readers never see a half-built generation and a process killed
 mid-build leaves the old index intact. One process at a time builds, repairs or first opens it (the
 folder's ``build.lock``: :func:`mnemo.index.build_file.build_lock`); one that waited opens what the
-other built. Incremental updates commit one file per transaction: a crash leaves every file either
-old or new.
+other built. Incremental updates commit one file, or one batch of changed files, per transaction: a
+crash leaves every file either old or new (the pass itself: :mod:`mnemo.index.disk_sync`).
 
 **Reads never rebuild.** An index built with another provider, model or chunker is opened as it is
 (*foreign*): it is searched keyword-only when its vectors are of another model, it is not written to,
@@ -32,18 +32,19 @@ import numpy as np
 
 from mnemo.config import ChunkingSettings, IndexSettings
 from mnemo.embeddings import Embedder
-from mnemo.errors import IndexBusy, IndexUnavailable, SearchCancelled
-from mnemo.index import file_meta, opening, pending, racy, repair
+from mnemo.errors import IndexBusy, IndexUnavailable
+from mnemo.index import opening, pending, racy, repair
 from mnemo.index.build_file import build_lock
+from mnemo.index.disk_sync import DiskSync, count_stale
 from mnemo.index.duckdb_native import duckdb, is_lock_error
 from mnemo.index.file_rows import Progress, Replace, SyncReport, VectorsWhen, embedding_input, write_file
 from mnemo.index.identity import INDEX_FILE
 from mnemo.index.matching import IdentityMatch
 from mnemo.index.reader import DuckReader
-from mnemo.index.sources import SourceText, decode_memory_bytes, read_memory_file
+from mnemo.index.sources import SourceText, decode_memory_bytes
 from mnemo.index.store import ChunkStore
 from mnemo.markdown.chunker import Chunk
-from mnemo.workspace.layout import FileKind, MemoryFile, Workspace
+from mnemo.workspace.layout import MemoryFile, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,7 @@ class Indexer(IdentityMatch):
         if report.rebuilt or store is None:
             pass
         elif self.foreign:
-            report.files_stale = self._count_stale(store)
+            report.files_stale = count_stale(store, self.workspace, self.settings.max_file_bytes)
         else:
             self._sync_into(store, report, progress, cancel, live=True)
         report.keyword_seconds = time.perf_counter() - started
@@ -239,19 +240,6 @@ class Indexer(IdentityMatch):
             self._count_pending(report)
         report.seconds = time.perf_counter() - started
         return report
-
-    def _count_stale(self, store: ChunkStore) -> int:
-        """Files added, changed or removed on disk since ``store`` indexed them (a stat each)."""
-        known = store.file_states()
-        recorded = {path: (state.mtime, state.size) for path, state in known.items()}
-        stale = racy.stale_paths(
-            recorded,
-            self.workspace.stamps(),
-            lambda paths: {path: known[path].digest for path in paths},
-            self.workspace.root,
-            self.settings.max_file_bytes,
-        )
-        return len(stale)
 
     def _rebuild(self, report: SyncReport, progress: Progress | None, cancel: threading.Event | None) -> None:
         try:
@@ -293,63 +281,21 @@ class Indexer(IdentityMatch):
         *,
         live: bool,
     ) -> None:
-        # An unchanged workspace (a sync at every save, at every search through a daemon) costs the stat
-        # of each file and a lookup: the files' states are kept by the store, and a file is classified
-        # (a MemoryFile made) only when it is read.
-        known = store.file_states()
-        on_disk = self.workspace.stamps()
-        report.files_seen = len(on_disk)
-        touched: list[tuple[str, float, int]] = []  # same content, new mtime or size: written at the end
-        with_meta = store.meta_paths() if live else frozenset()
-        for done, (path, (mtime, size)) in enumerate(on_disk.items()):
-            if cancel is not None and cancel.is_set():
-                raise SearchCancelled("indexing cancelled")
-            state = known.get(path)
-            unchanged = state is not None and state.mtime == mtime and state.size == size
-            if unchanged and (not live or path in with_meta):
-                continue
-            memory_file = self.workspace.classify(path)
-            if memory_file is None:  # (stamps() keeps only the paths classify() answers for)
-                continue
-            if unchanged:
-                self._fill_meta(store, memory_file)  # indexed before the file_meta table existed
-                continue
-            if progress:
-                progress(done, len(on_disk), path)
-            read_at = time.time()
-            source = read_memory_file(
-                self.workspace.root / path, memory_file.kind, self.settings.max_file_bytes
-            )
-            mtime = racy.recorded_mtime(mtime, read_at)  # a write within its tick must not go unseen
-            if state is not None and state.digest == source.digest and source.text is not None:
-                if (state.mtime, state.size) != (mtime, size):
-                    touched.append((path, mtime, size))
-                if live and path not in with_meta:
-                    self._fill_meta(store, memory_file, source)
-                continue
-            self._index_source(store, memory_file, source, mtime, size, report, live=live)
-        store.flush_staged()
-        gone = sorted(known.keys() - on_disk.keys())
-        if touched or gone:  # one transaction, not one a file (2,000 touched files: 2.8 s of CPU before)
-            with store.transaction():
-                store.touch_files(touched)
-                for path in gone:
-                    store.delete_file(path)
-            report.files_removed += len(gone)
-        if progress:
-            progress(len(on_disk), len(on_disk), "")
+        """Write what changed on disk since ``store`` recorded it (:mod:`mnemo.index.disk_sync`)."""
 
-    def _fill_meta(
-        self, store: ChunkStore, memory_file: MemoryFile, source: SourceText | None = None
-    ) -> None:
-        """Write the ``file_meta`` row of a file whose chunks are current (read once, after an upgrade)."""
-        if source is None:
-            source = read_memory_file(
-                self.workspace.root / memory_file.path, memory_file.kind, self.settings.max_file_bytes
-            )
-        meta = file_meta.extract(source.text, front_matter=memory_file.kind is not FileKind.SESSION)
-        with store.transaction():
-            store.write_meta(memory_file.path, meta)
+        def index_source(
+            store: ChunkStore,
+            memory_file: MemoryFile,
+            source: SourceText,
+            mtime: float,
+            size: int,
+            report: SyncReport,
+        ) -> None:
+            self._index_source(store, memory_file, source, mtime, size, report, live=live)
+
+        DiskSync(store, self.workspace, self.settings.max_file_bytes, index_source, live).run(
+            report, progress, cancel
+        )
 
     def index_text(self, memory_file: MemoryFile, text: str) -> SyncReport:
         """Index an editor buffer's unsaved text for ``memory_file`` (the buffer wins over the disk).

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from mnemo.index import file_meta
+from mnemo.index.batches import batch_view
 from mnemo.index.duckdb_native import duckdb
 from mnemo.index.writer_api import FileState
 
@@ -60,9 +61,11 @@ class KnownFiles:
 def touch(con: duckdb.DuckDBPyConnection, stamps: Sequence[tuple[str, float, int]]) -> None:
     """New mtimes and sizes of files whose content is unchanged, ``(path, mtime, size)``: one statement."""
     if stamps:
+        # As a relation, not list parameters: DuckDB converts those element by element (2,000 stamps,
+        # a checkout's: 0.94 s against 4 ms).
         paths, mtimes, sizes = (list(column) for column in zip(*stamps, strict=True))
-        con.execute(
-            "UPDATE files SET mtime = t.mtime, size = t.size FROM (SELECT unnest(?::VARCHAR[]) AS path, "
-            "unnest(?::DOUBLE[]) AS mtime, unnest(?::BIGINT[]) AS size) t WHERE files.path = t.path",
-            [paths, mtimes, sizes],
-        )
+        columns = {"path": ("VARCHAR", paths), "mtime": ("DOUBLE", mtimes), "size": ("BIGINT", sizes)}
+        with batch_view(con, "touched_files", columns):
+            con.execute(
+                "UPDATE files SET mtime = t.mtime, size = t.size FROM touched_files t WHERE files.path = t.path"
+            )

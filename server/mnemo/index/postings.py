@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnemo.index.duckdb_native import duckdb
+from mnemo.index.duckdb_native import duckdb, sql_ids
 
 from .fts import K1, SCHEMA, B, QueryWeights, query_weights
 from .maxscore import best_in_dense, best_positions
@@ -92,9 +92,7 @@ class PostingsCache:
             if not added:
                 return
             got = con.execute(
-                f"SELECT termid, name, tf, len FROM {SCHEMA}.postings "
-                "WHERE name IN (SELECT unnest(?::BIGINT[]))",
-                [list(added)],
+                f"SELECT termid, name, tf, len FROM {SCHEMA}.postings WHERE name IN ({sql_ids(added)})"
             ).fetchnumpy()
             termids = np.asarray(got["termid"], np.int64)
             ids = np.asarray(got["name"], np.int64)

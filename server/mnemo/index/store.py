@@ -6,7 +6,8 @@ into a new file that is swapped in atomically; another embedding model or chunke
 without losing rows (:mod:`mnemo.index.repair`). The embedding cache keeps every model's vectors.
 
 BM25's tables (dict, docs, postings, stats: :mod:`mnemo.index.fts`) are written in one pass by a full
-build and updated in an edit's own transaction, so an edit is searchable at once. Vectors live in a
+build and updated in an edit's own transaction, so an edit is searchable at once (or a batch of
+changed files': :mod:`mnemo.index.transactions`). Vectors live in a
 FLOAT[dims] column (an HNSW cosine index from vss past a size); a NULL vector is a chunk still waiting
 for the model (:mod:`mnemo.index.pending`), searched by keyword meanwhile.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +37,10 @@ from mnemo.index.duck import (
     connect,
     lean_checkpoint,
     leanly,
-    load_extension,
     memory_limit,
     release_buffers,
 )
-from mnemo.index.duckdb_native import duckdb
+from mnemo.index.duckdb_native import duckdb, sql_ids
 from mnemo.index.identity import identity_meta
 from mnemo.index.known_files import KnownFiles
 from mnemo.index.postings import PostingsCache
@@ -48,13 +48,14 @@ from mnemo.index.reader import DuckReader
 from mnemo.index.reader_sql import CountsMemo
 from mnemo.index.record_cache import RecordCache
 from mnemo.index.side_tables import SideTables
+from mnemo.index.transactions import Transactions
 from mnemo.index.vector_cache import VectorCache
 from mnemo.index.writer_api import ChunkRow, ChunkSlot, FileMeta, FileState, PendingChunk
 
 log = logging.getLogger(__name__)
 
 
-class ChunkStore(SideTables):
+class ChunkStore(Transactions, SideTables):
     """The single writer's view of the index file. Readers take cursors from :meth:`reader`."""
 
     def __init__(self, path: Path, con: duckdb.DuckDBPyConnection, identity: IndexIdentity) -> None:
@@ -196,41 +197,6 @@ class ChunkStore(SideTables):
             con, self.identity, self.postings, self.counts_memo, self.vector_cache, self.record_cache
         )
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        self._commit_build()
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            yield self.con
-        except BaseException:
-            self.known_files.transaction_ended()
-            self._fts_added, self._fts_removed, self._vectors_changed = [], [], []
-            self._rows_changed = []
-            self._counts = None
-            self._read_ahead.drop()  # (what it remembered as cached is rolled back too)
-            self.con.execute("ROLLBACK")
-            raise
-        counts, self._counts = self._counts, None  # (kept only if the commit goes through)
-        self.con.execute("COMMIT")
-        self.known_files.transaction_ended()
-        self._counts = counts
-        try:
-            self._caches_after_commit()
-        finally:  # last: counts memoized from now on take their vectors from the cache just updated
-            self.counts_memo.changed()
-
-    def _caches_after_commit(self) -> None:
-        if self._rows_changed:
-            changed_rows, self._rows_changed = self._rows_changed, []
-            self.record_cache.forget(changed_rows)
-        if self._vectors_changed:
-            changed, self._vectors_changed = self._vectors_changed, []
-            self.vector_cache.apply(self.con, changed)
-        if self._fts_added or self._fts_removed:
-            added, removed = self._fts_added, self._fts_removed
-            self._fts_added, self._fts_removed = [], []
-            self.postings.apply(self.con, added, removed)
-
     # -- files --------------------------------------------------------------------------------
     def file_states(self) -> Mapping[str, FileState]:
         return self.known_files.states(self.con)
@@ -286,11 +252,10 @@ class ChunkStore(SideTables):
         if not ids:
             return
         self._rows_written()
-        fts.remove_docs(self.con, ids)
-        self._fts_removed.extend(ids)
+        self._fts_removed.extend(ids)  # (the BM25 tables are updated at the commit: _index_fts)
         self._vectors_changed.extend(ids)
         self._rows_changed.extend(ids)
-        self.con.execute("DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [list(ids)])
+        self.con.execute(f"DELETE FROM chunks WHERE id IN ({sql_ids(ids)})")
 
     def move_chunks(self, moves: Sequence[tuple[int, int, int]]) -> None:
         """Set new line ranges of kept chunks, ``(chunk id, start, end)``, in one statement."""
@@ -368,11 +333,7 @@ class ChunkStore(SideTables):
             self.con.execute("INSERT INTO chunks SELECT * FROM batch")
         self._vectors_changed.extend(ids)
         if live:
-            if self._stems_on is not self.con:  # a writer's first edit: `stem` for fts.add_docs
-                load_extension(self.con, "fts")
-                self._stems_on = self.con
-            fts.add_docs(self.con, ids)
-            self._fts_added.extend(ids)
+            self._fts_added.extend(ids)  # (indexed for BM25 at the commit: _index_fts)
 
     def _rows_written(self, *, files: bool = False) -> None:
         """Chunks (``files``: and files) are written: count again, read pending chunks (and files) afresh."""
