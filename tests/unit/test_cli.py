@@ -331,3 +331,23 @@ def test_explain_layout_names_every_reason_and_the_weights_used(capsys: Any) -> 
     assert "why: no real keyword or vector evidence" in out
     _print_results(outcome, explain=False)
     assert "why:" not in capsys.readouterr().out
+
+
+def test_a_citation_fetches_its_lines_whatever_separators_a_line_holds(tmp_path: Path) -> None:
+    """A form feed, NEL or U+2028 ends a line for ``str.splitlines`` but not for the chunker or an
+    editor: `get` of a citation search printed gave other lines, and `--explain` an answering line
+    outside its chunk."""
+    ws = _keyword_workspace(tmp_path / "ws")
+    note = "# LS\n\n- delta line with\u2028separator inside\n- echo line with\x0cformfeed\n- foxtrot line\x85nel\n\n"
+    (ws / "memory" / "ls.md").write_bytes((note + "## Later\n\n- golf target line\n").encode())
+    assert mnemo("index", "-w", str(ws)).returncode == 0
+    found = json.loads(mnemo("search", "--json", "-w", str(ws), "golf").stdout)
+    hit = found["results"][0]
+    assert hit["path"] == "memory/ls.md"
+    fetched = mnemo("get", "-w", str(ws), hit["citation"])
+    assert fetched.returncode == 0 and "golf target line" in fetched.stdout, fetched.stdout
+    whole = json.loads(mnemo("get", "--json", "-w", str(ws), "memory/ls.md").stdout)
+    assert whole["totalLines"] == 9 and "\u2028separator" in whole["text"]
+    explained = mnemo("search", "-w", str(ws), "--explain", "-k", "1", "foxtrot").stdout
+    first = json.loads(mnemo("search", "--json", "-w", str(ws), "foxtrot").stdout)["results"][0]
+    assert first["startLine"] <= 5 <= first["endLine"] and "answering line: L5" in explained, explained

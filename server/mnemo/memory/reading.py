@@ -23,6 +23,14 @@ class FileLines:
     text: str
 
 
+def file_lines(text: str) -> list[str]:
+    """A file's lines as the chunker (and an editor: LSP) count them: ended by LF, CRLF or CR only. A form
+    feed, NEL or U+2028, which ``str.splitlines`` also ends a line at, stay inside it: else a citation's
+    line numbers and the lines fetched for it disagree."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines[-1] == "" else lines  # (a last line end ends the last line)
+
+
 def read_lines(
     workspace: Workspace,
     buffers: Mapping[str, str],
@@ -39,7 +47,7 @@ def read_lines(
         if b"\x00" in data[:8192]:
             raise WorkspacePathError(f"{path}: binary file, not Markdown")
         text = data.decode("utf-8-sig", errors="replace")
-    all_lines = text.splitlines()
+    all_lines = file_lines(text)
     start = max(1, from_line or 1)
     if start > max(1, len(all_lines)):
         raise WorkspacePathError(f"{path}: from={start} is past the end ({len(all_lines)} lines)")

@@ -79,7 +79,7 @@ def content_lines(text: str) -> tuple[tuple[int, frozenset[str]], ...]:
     """(offset, terms) of each non-blank, non-heading line of a chunk (kept for recent chunks: a search
     asks for some 45 candidates' lines, and the same chunks come back search after search)."""
     out = []
-    for i, line in enumerate(text.splitlines()):
+    for i, line in enumerate(text.split("\n")):  # (a chunk's lines: not splitlines, which ends one at U+2028)
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             out.append((i, _line_terms(stripped)))
