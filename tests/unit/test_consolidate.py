@@ -401,3 +401,37 @@ def test_a_file_rewritten_within_its_tick_is_read_again(services: Any) -> None:
     assert [m.keep.citation for m in proposal.merges] == ["memory/2026-11-20.md#L3"]
     assert consolidator.apply(proposal) == ["memory/2026-11-02.md"]
     assert note.read_text(encoding="utf-8") == f"# 2026-11-02\n\n{new}\n"
+
+
+def test_a_commit_is_dated_by_the_users_local_day(
+    make_workspace: Callable[..., Path], services_factory: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Daily notes are named by the local day; commits were dated in UTC. West of Greenwich, a MEMORY.md
+    fact committed on a local evening passed for the next day's, tied with that day's daily note, and
+    the daily note's newer value was proposed for deletion."""
+    import time
+
+    from mnemo.editor.vcs import MemoryRepo
+
+    monkeypatch.setenv("TZ", "Etc/GMT+12")  # UTC-12
+    time.tzset()
+    try:
+        for who in ("AUTHOR", "COMMITTER"):
+            monkeypatch.setenv(f"GIT_{who}_NAME", "Test")
+            monkeypatch.setenv(f"GIT_{who}_EMAIL", "test@example.com")
+            monkeypatch.setenv(f"GIT_{who}_DATE", "2026-11-20T13:00:00-12:00")  # 2026-11-21 01:00 UTC
+        root = make_workspace(
+            {"MEMORY.md": "# Memory\n\n- The staging database password rotates every 30 days.\n"}
+        )
+        services = services_factory(root)
+        MemoryRepo(services.workspace).commit(init_repo=True, message="memory")
+        (root / "memory").mkdir()
+        (root / "memory/2026-11-21.md").write_text(
+            "# 2026-11-21\n\n- The staging database password rotates every 90 days.\n", encoding="utf-8"
+        )
+        services.memory.sync()
+        (merge,) = Consolidator(services.memory, services.settings).propose(use_model=False).merges
+        assert "90 days" in merge.text, merge
+    finally:
+        monkeypatch.undo()
+        time.tzset()

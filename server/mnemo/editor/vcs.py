@@ -318,7 +318,9 @@ def parse_porcelain(out: str) -> list[BlameLine | None]:
             info = commits.setdefault(sha, current)
             when = ""
             if not set(sha) <= {"0"} and "author-time" in info:
-                when = datetime.fromtimestamp(int(info["author-time"]), UTC).isoformat()
+                # The user's local time, as daily notes are named by the local day: in UTC, a fact
+                # committed on a local evening west of Greenwich passed for a day newer than it is.
+                when = datetime.fromtimestamp(int(info["author-time"]), UTC).astimezone().isoformat()
             result.append(BlameLine(sha, when, info.get("author", ""), info.get("summary", "")))
             continue
         head, _, rest = raw.partition(" ")
