@@ -435,3 +435,25 @@ def test_a_commit_is_dated_by_the_users_local_day(
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_a_file_with_lone_cr_line_ends_is_left_alone(
+    make_workspace: Callable[..., Path],
+    services_factory: Callable[..., Any],
+    md_hashes: Callable[[Path], Any],
+) -> None:
+    """Lines were split at LF only: a daily note saved with CR line ends (an old Mac's) was one line, and
+    a merge with its first fact deleted the whole file's facts, "- Ask Bob" with them."""
+    root = make_workspace(
+        {
+            "MEMORY.md": "# Memory\n\n- The staging database password rotates every 90 days\n",
+            "memory/2026-11-01.md": b"- The staging database password rotates every 30 days\r- Ask Bob\r",
+        }
+    )
+    services = services_factory(root)
+    services.memory.sync()
+    before = md_hashes(root)
+    proposal = Consolidator(services.memory, services.settings).propose(use_model=False)
+    assert "memory/2026-11-01.md" not in proposal.changes
+    assert main(["consolidate", "--apply", "--no-model", "-w", str(root)]) == 0
+    assert md_hashes(root) == before

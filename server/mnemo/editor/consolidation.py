@@ -130,9 +130,16 @@ def content_terms(text: str) -> frozenset[str]:
     return frozenset(t for t in token_set(text) if t not in _STOPWORDS)
 
 
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
 def memory_lines(path: str, text: str, *, day: date, rank: int) -> list[MemoryLine]:
-    """The memory lines of one file (``day``: its date or last change; ``rank``: see :class:`MemoryLine`)."""
+    """The memory lines of one file (``day``: its date or last change; ``rank``: see :class:`MemoryLine`).
+    None from a file whose lines end with CR alone (an old Mac's): split at LF only, its lines would be
+    one line, and a merge would delete facts it never compared."""
     out: list[MemoryLine] = []
+    if _LONE_CR.search(text):
+        return out
     lines = text.split("\n")
     fence: str | None = None
     end = front_matter_end(lines)
