@@ -13,6 +13,7 @@ Kinds:
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -26,6 +27,33 @@ from typing import TypeVar
 from mnemo.errors import MnemoError
 
 _NAME = attrgetter("name")
+log = logging.getLogger(__name__)
+_WARNED: set[str] = set()
+"""Names already warned about (a sync runs at every save)."""
+
+
+def unusable_name(name: str) -> str | None:
+    """Why a file or folder name cannot be part of a memory path, or None: a backslash (paths are
+    written with / alone: `a\\b.md` would be read as `a/b.md`, another file) or bytes that are not
+    UTF-8 (no index, JSON or editor can hold them)."""
+    if "\\" in name:
+        return "it holds a backslash"
+    if name.isascii():
+        return None
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "it is not valid UTF-8"
+    return None
+
+
+def _skipped(path: str, why: str) -> None:
+    if path not in _WARNED:
+        _WARNED.add(path)
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")  # (bytes that are not UTF-8: \\xff)
+        log.warning("%s: not indexed: %s (rename it)", shown, why)
+
+
 """A directory entry's name (the walk's sort key)."""
 
 
@@ -337,6 +365,10 @@ class Workspace:
             return  # deleted or unreadable while scanning
         for entry in entries:
             if entry.is_symlink():
+                continue
+            why = unusable_name(entry.name)
+            if why is not None:
+                _skipped(entry.path, why)
                 continue
             rel = f"{rel_folder}/{entry.name}"
             try:
