@@ -107,6 +107,9 @@ def test_nothing_matches_says_so(services: Services) -> None:
     [
         ({"since": "October"}, "filters.since"),
         ({"until": "2025-13-01"}, "YYYY-MM-DD"),
+        ({"since": "2026-W09-1"}, "YYYY-MM-DD"),  # (Python 3.11's fromisoformat: an ISO week date)
+        ({"since": "20260301xx"}, "YYYY-MM-DD"),
+        ({"until": "20260301  "}, "YYYY-MM-DD"),
         ({"kinds": ["notes"]}, "unknown kind"),
         ({"tags": "billing", "colour": "red"}, "unknown filter"),
         ({"tags": [3]}, "filters.tags"),

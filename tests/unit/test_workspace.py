@@ -34,6 +34,8 @@ def ws(tmp_path: Path) -> Workspace:
         ("memory/2026-11-01-team-offsite.md", FileKind.SNAPSHOT, date(2026, 11, 1), "memory"),
         ("memory/2026-13-45.md", FileKind.EVERGREEN, None, "memory"),  # not a date
         ("memory/2026-02-30-slug.md", FileKind.EVERGREEN, None, "memory"),
+        ("memory/\uff12\uff10\uff12\uff16-11-01.md", FileKind.EVERGREEN, None, "memory"),  # full-width digits
+        ("memory/\u0662\u0660\u0662\u0666-\u0661\u0661-\u0660\u0661.md", FileKind.EVERGREEN, None, "memory"),
         ("memory/sub/2026-11-01.md", FileKind.EVERGREEN, None, "memory"),  # dated only at the top
         ("skills/deploy/SKILL.md", FileKind.SKILL, None, "skills"),
         ("sessions/2026-11-01-chat.jsonl", FileKind.SESSION, None, "sessions"),

@@ -9,6 +9,7 @@ note in the result says so (a pasted log should still find something, quickly).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import date
 
@@ -65,11 +66,14 @@ def check_line_range(from_line: object, lines: object) -> tuple[int | None, int 
     )
 
 
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
 def check_day(name: str, value: object) -> date | None:
     """``None`` or a calendar date written ``YYYY-MM-DD`` (a search filter's ``since``/``until``)."""
     if value is None:
         return None
-    if isinstance(value, str) and len(value) == 10:
+    if isinstance(value, str) and _DAY.fullmatch(value):  # (fromisoformat takes 2026-W09-1, 20260301..)
         try:
             return date.fromisoformat(value)
         except ValueError:

@@ -111,9 +111,9 @@ def named_workspace(path: Path) -> Path:
     return resolved
 
 
-_DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:-([^/]+))?\.md$")
+_DATED = re.compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:-([^/]+))?\.md$")  # (ASCII digits: not "２０２６")
 _ARCHIVE_DIR = re.compile(r"^(private|group)-[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_ARCHIVE_MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])\.md$")
+_ARCHIVE_MONTH = re.compile(r"^([0-9]{4})-(0[1-9]|1[0-2])\.md$")
 
 
 def archive_context(rel_path: str) -> str | None:
