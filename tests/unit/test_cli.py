@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 def mnemo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -373,3 +375,21 @@ def test_a_file_name_that_cannot_be_a_memory_path_is_skipped_with_a_warning(tmp_
     nested = mnemo("search", "--json", "-w", str(ws), "toknested")
     assert [hit["path"] for hit in json.loads(nested.stdout)["results"]] == ["memory/a/b.md"]
     assert json.loads(mnemo("search", "--json", "-w", str(ws), "tokbs").stdout)["results"] == []
+
+
+@pytest.mark.parametrize("folder", [b"q?x", b"bad\xffroot"])
+def test_a_workspace_folder_duckdb_cannot_open_is_a_clear_error(tmp_path: Path, folder: bytes) -> None:
+    """DuckDB reads what follows a '?' in a path as options and cannot take bytes that are not UTF-8:
+    `mnemo index` and `search` ended in a traceback. An [index] dir elsewhere works."""
+    ws = Path(os.fsdecode(os.fsencode(tmp_path) + b"/" + folder))
+    _keyword_workspace(ws)
+    for command in (["index"], ["search", "billing"]):
+        done = mnemo(*command, "-w", str(ws))
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "rename the folder, or set [index] dir" in done.stderr
+    (ws / "mnemo.toml").write_text(
+        f'[embedding]\nprovider = "none"\n[index]\ndir = "{tmp_path / "index"}"\n', encoding="utf-8"
+    )
+    if b"?" in folder:  # (a root that is not UTF-8 cannot be written into mnemo.toml's text)
+        assert mnemo("index", "-w", str(ws)).returncode == 0
+        assert "MEMORY.md" in mnemo("search", "-w", str(ws), "billing database").stdout

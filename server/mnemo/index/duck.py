@@ -6,6 +6,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -84,6 +85,19 @@ def connect(
     The fts extension is not loaded: mnemo makes and fills its tables itself, and a build and every
     reader stem in Python; a writer loads it for its ``stem`` at its first edit (:func:`load_extension`;
     loading it, mostly checking its signature, costs ~40 ms)."""
+    name = str(path)
+    why = "holds '?'" if "?" in name else None  # DuckDB reads what follows a '?' as options (its log file)
+    if why is None and not name.isascii():
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            why = "is not valid UTF-8"
+    if why is not None:
+        shown = os.fsencode(name).decode("utf-8", "backslashreplace")
+        raise IndexUnavailable(
+            f"the index cannot be in a folder whose path {why} ({shown}): rename the folder, or set "
+            "[index] dir in mnemo.toml to a path without it"
+        )
     con = duckdb.connect(
         str(path),
         read_only=read_only,
