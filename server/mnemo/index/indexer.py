@@ -23,6 +23,7 @@ A rebuild carries the embedding cache of every model seen, so switching back cos
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -282,17 +283,7 @@ class Indexer(IdentityMatch):
         live: bool,
     ) -> None:
         """Write what changed on disk since ``store`` recorded it (:mod:`mnemo.index.disk_sync`)."""
-
-        def index_source(
-            store: ChunkStore,
-            memory_file: MemoryFile,
-            source: SourceText,
-            mtime: float,
-            size: int,
-            report: SyncReport,
-        ) -> None:
-            self._index_source(store, memory_file, source, mtime, size, report, live=live)
-
+        index_source = functools.partial(self._index_source, live=live)
         DiskSync(store, self.workspace, self.settings.max_file_bytes, index_source, live).run(
             report, progress, cancel
         )
