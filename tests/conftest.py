@@ -7,6 +7,7 @@ import hashlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +45,20 @@ def settle(root: Path, seconds: float = 60.0) -> None:
         if path.is_file() and not path.is_symlink():
             st = path.stat()
             os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
+def record_classified(workspace: Any) -> list[str]:
+    """The paths a :class:`mnemo.workspace.layout.Workspace` is asked to classify from now on (a sync
+    classifies a file only when it reads it)."""
+    asked: list[str] = []
+    classify = workspace.classify
+
+    def recorded(rel_path: str) -> Any:
+        asked.append(rel_path)
+        return classify(rel_path)
+
+    workspace.classify = recorded
+    return asked
 
 
 def markdown_hashes(root: Path) -> dict[str, str]:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.conftest import settle
+from tests.conftest import record_classified, settle
 
 from mnemo.config import load_settings
 from mnemo.index import racy, sources
@@ -174,14 +174,7 @@ def test_an_unchanged_sync_reads_no_table_and_classifies_no_file(make_workspace,
     memory = _service(root, hash_embedder())
     memory.sync()
     store = memory.indexer.store
-    classified: list[str] = []
-    classify = memory.indexer.workspace.classify
-
-    def counted(rel_path: str):  # type: ignore[no-untyped-def]
-        classified.append(rel_path)
-        return classify(rel_path)
-
-    memory.indexer.workspace.classify = counted  # type: ignore[method-assign]
+    classified = record_classified(memory.indexer.workspace)
     kept = store.file_states()
     assert memory.sync().files_indexed == 0
     assert classified == [] and store.file_states() is kept  # nothing read, nothing classified

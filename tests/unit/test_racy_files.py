@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import record_classified
+
 from mnemo.config import load_settings
 from mnemo.index import racy
 from mnemo.memory.readonly import ReadOnlyMemory
@@ -56,14 +58,7 @@ def test_a_settled_file_is_recorded_with_its_mtime_and_not_read_again(make_works
     root = make_workspace({NOTE: OLD})
     memory = _service(root, hash_embedder())
     memory.sync()
-    reads: list[str] = []
-    read = memory.indexer.workspace.classify
-
-    def counted(rel_path: str):  # type: ignore[no-untyped-def]
-        reads.append(rel_path)
-        return read(rel_path)
-
-    memory.indexer.workspace.classify = counted  # type: ignore[method-assign]
+    reads = record_classified(memory.indexer.workspace)  # (a file is classified when it is read)
     assert memory.sync().files_indexed == 0 and reads == [NOTE]  # unsettled: its content compared again
     old = (root / NOTE).stat().st_mtime - 60  # as the same file would be a minute later
     os.utime(root / NOTE, (old, old))
