@@ -358,19 +358,25 @@ def test_a_citation_fetches_its_lines_whatever_separators_a_line_holds(tmp_path:
 def test_a_file_name_that_cannot_be_a_memory_path_is_skipped_with_a_warning(tmp_path: Path) -> None:
     """A name whose bytes are not UTF-8 stopped every index build (DuckDB could not take it: nothing was
     indexed, MEMORY.md included); a backslash in a name was read as a folder, so `memory/a\\b.md` was
-    indexed as `memory/a/b.md`, another file, and removed and added again at every sync."""
+    indexed as `memory/a/b.md`, another file, and removed and added again at every sync; a newline cut
+    the citation a search printed in two."""
     ws = _keyword_workspace(tmp_path / "ws")
     (ws / "memory" / "a").mkdir()
     (ws / "memory" / "a" / "b.md").write_text("# Nested\n\ntoknested here\n", encoding="utf-8")
     with open(os.fsencode(ws / "memory") + b"/bad\xff\xfename.md", "w", encoding="utf-8") as f:
         f.write("# Bad\n\ntokbad here\n")
     (ws / "memory" / "a\\b.md").write_text("# Backslash\n\ntokbs here\n", encoding="utf-8")
+    (ws / "memory" / "new\nline.md").write_text("# Newline\n\ntoknl here\n", encoding="utf-8")
+    (ws / "memory" / "caf\u00e9 \U0001f468\u200d\U0001f469.md").write_text(
+        "# Fine\n\ntokfine\n", encoding="utf-8"
+    )
     indexed = mnemo("index", "-w", str(ws))
     assert indexed.returncode == 0, indexed.stderr
-    assert "indexed 2 changed file(s) of 2" in indexed.stdout
+    assert "indexed 3 changed file(s) of 3" in indexed.stdout  # (an emoji with a joiner is a fine name)
     assert "memory/bad\\xff\\xfename.md: not indexed: it is not valid UTF-8" in indexed.stderr
     assert "a\\b.md: not indexed: it holds a backslash" in indexed.stderr
-    assert "indexed 0 changed file(s) of 2, removed 0" in mnemo("index", "-w", str(ws)).stdout
+    assert "line.md: not indexed: it holds a control character" in indexed.stderr
+    assert "indexed 0 changed file(s) of 3, removed 0" in mnemo("index", "-w", str(ws)).stdout
     assert "MEMORY.md" in mnemo("search", "-w", str(ws), "billing database").stdout
     nested = mnemo("search", "--json", "-w", str(ws), "toknested")
     assert [hit["path"] for hit in json.loads(nested.stdout)["results"]] == ["memory/a/b.md"]

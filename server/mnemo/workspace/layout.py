@@ -16,6 +16,7 @@ import fnmatch
 import logging
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -34,12 +35,15 @@ _WARNED: set[str] = set()
 
 def unusable_name(name: str) -> str | None:
     """Why a file or folder name cannot be part of a memory path, or None: a backslash (paths are
-    written with / alone: `a\\b.md` would be read as `a/b.md`, another file) or bytes that are not
-    UTF-8 (no index, JSON or editor can hold them)."""
+    written with / alone: `a\\b.md` would be read as `a/b.md`, another file), a control character (a
+    newline would cut the citation a search prints in two) or bytes that are not UTF-8 (no index, JSON
+    or editor can hold them)."""
     if "\\" in name:
         return "it holds a backslash"
     if name.isascii():
-        return None
+        return "it holds a control character" if not name.isprintable() else None
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        return "it holds a control character"
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
