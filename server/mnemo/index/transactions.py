@@ -11,6 +11,7 @@ writes none (an mtime-only change) opens none.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 
 from mnemo.index import fts, pending
@@ -40,6 +41,9 @@ class Transactions:
     """Chunks this transaction deleted or moved: their kept rows are forgotten at commit."""
     _batch: list[bool] | None = None
     """Inside :meth:`batched`: ``[True]`` once its transaction is open."""
+    _batch_thread = 0
+    """The thread whose batch it is: only its transactions join it (writers hold the service's write lock;
+    one that did not would fail at its BEGIN instead of slipping its writes into the batch)."""
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -51,7 +55,7 @@ class Transactions:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """One transaction; inside :meth:`batched`, the batch's (what it writes commits with the batch)."""
-        if self._batch is not None:
+        if self._batch is not None and self._batch_thread == threading.get_ident():
             if not self._batch[0]:
                 self._begin()
                 self._batch[0] = True
@@ -71,6 +75,7 @@ class Transactions:
         """Several files' writes in one transaction: a sync that finds many files changed (a pull, a
         checkout) commits them together (each file still old or new after a crash)."""
         batch = self._batch = [False]
+        self._batch_thread = threading.get_ident()
         try:
             yield
             if batch[0]:
