@@ -34,7 +34,7 @@ async def start_client(client: LanguageClient, ws: Path, profile: str) -> None:
         root_uri=ws.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=ws.as_uri(), name="ws")],
     )
-    await client.initialize_session(params)
+    client.initialized_with = await client.initialize_session(params)  # type: ignore[attr-defined]
 
 
 async def start_with_agent(client: LanguageClient, tmp: Path, url: str, **agent: Any) -> Path:

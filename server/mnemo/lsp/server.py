@@ -7,13 +7,14 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from mnemo import __version__
 from mnemo.lifeline import Lifeline, exit_soon
@@ -70,9 +71,28 @@ def _on_event_loop() -> bool:
     return True
 
 
+class Utf16Protocol(LanguageServerProtocol):
+    """Every column mnemo computes is in UTF-16 code units (LSP's default), so the server says so whatever
+    encodings the client lists: pygls takes the client's first, and Neovim lists utf-8 first, which read
+    every range after a non-ASCII character wrongly (a "Redact secret" edit left the secret's tail)."""
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
+        general = params.capabilities.general
+        if general is not None and general.position_encodings:
+            general.position_encodings = [types.PositionEncodingKind.Utf16]
+        result: types.InitializeResult = yield from super().lsp_initialize(params)
+        return result
+
+
 class MnemoLanguageServer(LanguageServer):
     def __init__(self, workspace: Path | None = None) -> None:
-        super().__init__("mnemo", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        super().__init__(
+            "mnemo",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Full,
+            protocol_cls=Utf16Protocol,
+        )
         self.requested_workspace = workspace
         self.services: Services | None = None
         self.root: Path | None = None
