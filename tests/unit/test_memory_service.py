@@ -40,6 +40,24 @@ def test_search_sees_unsaved_buffer_without_waiting(
     assert not s.memory.has_pending()
 
 
+def test_saving_one_note_keeps_another_buffers_unsaved_text(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
+    """A save (or close, or a watched change) of one note synced the workspace, which read the disk's text
+    of every note indexed from a buffer: another open note's unsaved text left the index until its next
+    keystroke."""
+    s = services_factory(sample_workspace)
+    s.memory.sync()
+    s.memory.schedule_buffer("MEMORY.md", "# Memory\n\n- wombat facts\n", delay_s=3600)
+    s.memory.apply_pending()
+    gardening = sample_workspace / "memory" / "gardening.md"
+    gardening.write_text(gardening.read_text(encoding="utf-8") + "\nSaved: quince jam.\n", encoding="utf-8")
+    s.memory.schedule_buffer("memory/gardening.md", None, delay_s=3600)  # saved: read the disk
+    s.memory.apply_pending()
+    assert s.memory.search("quince jam").results[0].path == "memory/gardening.md"
+    assert [hit.path for hit in s.memory.search("wombat").results][:1] == ["MEMORY.md"]
+    texts = s.memory.indexer.store.con.execute("SELECT text FROM chunks WHERE path = 'MEMORY.md'").fetchall()
+    assert "wombat" in str(texts)
+
+
 def test_buffer_survives_a_sync(sample_workspace: Path, services_factory) -> None:  # type: ignore[no-untyped-def]
     s = services_factory(sample_workspace)
     s.memory.sync()

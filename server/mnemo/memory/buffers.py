@@ -89,10 +89,18 @@ class EditorBuffers:
 
 
 def apply_edits(
-    indexer: IndexEngine, workspace: Workspace, edits: Mapping[str, str | None], vectors: PendingVectors
+    indexer: IndexEngine,
+    workspace: Workspace,
+    edits: Mapping[str, str | None],
+    vectors: PendingVectors,
+    open_texts: Mapping[str, str] | None = None,
 ) -> None:
     """Index taken-over edits (the caller holds the writer lock): a buffer's text as it is; ``None``: the
-    file as on disk (a sync: only files whose size or mtime changed are read), or its removal."""
+    file as on disk (one sync for all of them: only files whose size or mtime changed are read), or its
+    removal. A sync reads the disk's text of every file indexed from a buffer too, so ``open_texts``,
+    the buffers still open, are indexed again after it (a save of one note dropped another's unsaved
+    text from the index until its next keystroke)."""
+    synced = False
     for rel, text in edits.items():
         memory_file = workspace.classify(rel)
         if memory_file is None:
@@ -101,7 +109,11 @@ def apply_edits(
             indexer.index_text(memory_file, text)
             vectors.touch()  # (its chunks were embedded at once: nothing to drain, a checkpoint later)
         elif (workspace.root / rel).is_file():
-            indexer.sync(vectors="later" if vectors.enabled else "now")
-            vectors.wake()
+            if not synced:
+                indexer.sync(vectors="later" if vectors.enabled else "now")
+                vectors.wake()
+                synced = True
         else:
             indexer.remove(rel)
+    if synced and open_texts:
+        apply_edits(indexer, workspace, open_texts, vectors)

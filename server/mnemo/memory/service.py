@@ -257,7 +257,9 @@ class MemoryService:
                 if self.indexer.store is None:  # nothing open yet: the sync that opens it applies them
                     self.buffers.put_back(pending)
                 elif pending:
-                    apply_edits(self.indexer, self.workspace, pending, self.vectors)
+                    apply_edits(
+                        self.indexer, self.workspace, pending, self.vectors, self.buffers.open_texts()
+                    )
                     self.generation += 1
                     # An edit's write reads whole keyword tables (~12 MB of blocks at 2,000 notes) that
                     # DuckDB would keep until the quiet checkpoint, beside the rows it waits to write.
