@@ -123,16 +123,21 @@ def test_crlf_lines_and_a_byte_order_mark_survive_a_merge() -> None:
     old = _lines("MEMORY.md", memory, date(2026, 1, 1), rank=2)
     new = _lines("memory/2026-11-03.md", daily, date(2026, 11, 3))
     assert [(m.prefix, m.body, m.suffix) for m in old] == [
-        ("\ufeff- ", "Staging database runs Postgres 15 on db-stage-2", "\r"),
-        ("- ", "The team uses ripgrep for search", "\r"),
+        ("\ufeff- ", "Staging database runs Postgres 15 on db-stage-2", ""),
+        ("- ", "The team uses ripgrep for search", ""),
     ]
     merges = []
     for cluster in consolidation.clusters(old + new, 0.6):
         keep = consolidation.home(cluster)
         merges.append(consolidation.Merge(tuple(cluster), keep, consolidation.newest(cluster).body, "newest"))
     found = consolidation.changes(merges)
-    assert found["MEMORY.md"].replace == {1: "\ufeff- Staging database runs Postgres 16 on db-stage-2\r"}
+    assert found["MEMORY.md"].replace == {1: "\ufeff- Staging database runs Postgres 16 on db-stage-2"}
     assert consolidation.apply_change(memory, found["MEMORY.md"]) == memory.replace("15", "16")
+    # An editor's line ends before its CR (LSP): an edit whose range ran over it was cut there by the
+    # editor, and the CR in its new text made a second line end ("\r\r\n").
+    (edit,) = consolidation.text_edits("MEMORY.md", memory, found["MEMORY.md"])
+    assert edit.end == (0, len(memory.split("\r\n")[0])) and "\r" not in edit.new_text
+    assert _apply_edits(memory, [edit]) == memory.replace("15", "16")
     assert consolidation.apply_change(daily, found["memory/2026-11-03.md"]) == "# 2026-11-03\n\n"
 
 

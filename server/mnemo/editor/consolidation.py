@@ -145,10 +145,11 @@ def memory_lines(path: str, text: str, *, day: date, rank: int) -> list[MemoryLi
     end = front_matter_end(lines)
     for n in range(0 if end is None else end + 1, len(lines)):
         raw = lines[n]
-        # A byte order mark and a CR line end are the line's, not its body's: kept around any new text.
+        # A byte order mark is the line's, not its body's: kept before any new text. A CR line end is
+        # neither (an editor's line has none): apply_change puts it back.
         bom = "\ufeff" if n == 0 and raw.startswith("\ufeff") else ""
-        cr = "\r" if raw.endswith("\r") else ""
-        core = raw[len(bom) : len(raw) - len(cr)]
+        line = raw.removesuffix("\r")
+        core = line[len(bom) :]
         marker = _FENCE.match(core)
         if marker:
             fence = None if fence and marker.group(1).startswith(fence) else (fence or marker.group(1)[:3])
@@ -162,8 +163,8 @@ def memory_lines(path: str, text: str, *, day: date, rank: int) -> list[MemoryLi
         terms = content_terms(body)
         if len(terms) < MIN_TERMS:
             continue
-        prefix, suffix = bom + m.group(1), (m.group(3) or "") + cr
-        out.append(MemoryLine(path, n + 1, raw, prefix, body, suffix, terms, day, rank))
+        prefix, suffix = bom + m.group(1), m.group(3) or ""
+        out.append(MemoryLine(path, n + 1, line, prefix, body, suffix, terms, day, rank))
     return out
 
 
@@ -266,14 +267,23 @@ def changes(merges: Sequence[Merge]) -> dict[str, FileChange]:
 
 
 def apply_change(text: str, change: FileChange) -> str:
+    """``text`` with the change's lines replaced (each keeps its CR line end) and deleted."""
     lines = text.split("\n")
-    kept = [change.replace.get(n, line) for n, line in enumerate(lines, start=1) if n not in change.delete]
+    kept = [
+        _same_end(change.replace[n], line) if n in change.replace else line
+        for n, line in enumerate(lines, start=1)
+        if n not in change.delete
+    ]
     return "\n".join(kept)
+
+
+def _same_end(new: str, old: str) -> str:
+    return new + "\r" if old.endswith("\r") else new
 
 
 def text_edits(path: str, text: str, change: FileChange) -> list[TextEdit]:
     """The same change as editor edits (0-based lines, UTF-16 columns), in document order."""
-    lines = text.split("\n")
+    lines = [line.removesuffix("\r") for line in text.split("\n")]  # (an editor's lines end before a CR)
     edits = [
         TextEdit(path, (n - 1, 0), (n - 1, utf16_col(lines[n - 1], len(lines[n - 1]))), new)
         for n, new in change.replace.items()
