@@ -285,3 +285,28 @@ async def test_near_duplicate_is_flagged_and_merged(model_client: LanguageClient
     assert merge.edit is not None and merge.edit.changes is not None
     # the copy goes; the headings stay (later sections may live under them)
     assert apply_edits(text, merge.edit.changes[uri]) == "# Billing\n\n## Decisions\n"
+
+
+async def test_a_near_duplicate_diagnostic_changed_on_its_way_back_is_skipped(
+    keyword_client: LanguageClient,
+) -> None:
+    """A code action request whose near-duplicate diagnostic came back without its lines (or with text
+    for a number) failed whole with an internal error: the Redact action beside it was lost too."""
+    await wait_ready(keyword_client)
+    ws: Path = keyword_client.ws  # type: ignore[attr-defined]
+    path = ws / "memory" / "tokens.md"
+    text = f"# Tokens\n\n- ci token: {SECRET}\n"
+    path.write_text(text, encoding="utf-8")
+    uri = open_doc(keyword_client, path, text)
+    found = await wait_diagnostics(keyword_client, uri, lambda ds: any(d.code == "github-pat" for d in ds))
+    (secret,) = [d for d in found if d.code == "github-pat"]
+    broken = [
+        types.Diagnostic(line_range(2), "near-duplicate", source="mnemo", data=data)
+        for data in (
+            {"kind": "near-duplicate", "startLine": "x", "endLine": 3},
+            {"kind": "near-duplicate", "startLine": 3, "endLine": 3},  # no otherPath
+        )
+    ]
+    actions = await code_actions(keyword_client, uri, line_range(2), [*broken, secret])
+    assert any(a.title.startswith("Redact secret") for a in actions)
+    assert not any(a.title.startswith("Merge near-duplicate") for a in actions)

@@ -33,12 +33,19 @@ def _last_line(r: types.Range) -> int:
     return r.end.line - 1 if r.end.character == 0 and r.end.line > r.start.line else r.end.line
 
 
+_DUPLICATE_LINES = ("startLine", "endLine", "otherStartLine", "otherEndLine")
+
+
 def _duplicate_data(d: types.Diagnostic) -> dict[str, Any] | None:
+    """A near-duplicate diagnostic's data, as the server sent it; None for any other diagnostic and for
+    one whose data was changed on its way back (it is skipped: the other actions are still offered)."""
     data = protocol.to_plain(d.data)
     if (
         d.source == protocol.DIAGNOSTIC_SOURCE
         and isinstance(data, dict)
         and data.get("kind") == "near-duplicate"
+        and isinstance(data.get("otherPath"), str)
+        and all(type(data.get(key)) is int for key in _DUPLICATE_LINES)
     ):
         return data
     return None
