@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcContentModified
+from pygls.exceptions import JsonRpcContentModified, JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
@@ -71,10 +71,25 @@ def _on_event_loop() -> bool:
     return True
 
 
-class Utf16Protocol(LanguageServerProtocol):
-    """Every column mnemo computes is in UTF-16 code units (LSP's default), so the server says so whatever
-    encodings the client lists: pygls takes the client's first, and Neovim lists utf-8 first, which read
-    every range after a non-ASCII character wrongly (a "Redact secret" edit left the secret's tail)."""
+class MnemoProtocol(LanguageServerProtocol):
+    """pygls's protocol with what mnemo's clients may count on:
+
+    - every column mnemo computes is in UTF-16 code units (LSP's default), so the server says so whatever
+      encodings the client lists: pygls takes the client's first, and Neovim lists utf-8 first, which read
+      every range after a non-ASCII character wrongly (a "Redact secret" edit left the secret's tail);
+    - a request is always answered: one without ``params`` (JSON-RPC lets it leave them out) is read as
+      ``null`` params, and one pygls cannot read (a hover at line -1) gets its error, where pygls logged
+      it and the client waited for good."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if "jsonrpc" in data and "method" in data and "params" not in data:
+            data = {**data, "params": None}
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if "jsonrpc" in data and "method" in data and "id" in data:
+                self._send_response(data["id"], error=exc.to_response_error())
+            raise
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
@@ -91,7 +106,7 @@ class MnemoLanguageServer(LanguageServer):
             "mnemo",
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Full,
-            protocol_cls=Utf16Protocol,
+            protocol_cls=MnemoProtocol,
         )
         self.requested_workspace = workspace
         self.services: Services | None = None
