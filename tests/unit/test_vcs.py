@@ -96,3 +96,64 @@ def test_history_of_file_and_line_and_blame(tmp_path: Path) -> None:
     assert blame.line("MEMORY.md", 2).summary == "one"  # type: ignore[union-attr]
     assert blame.line("MEMORY.md", 99) is None
     assert parse_porcelain("") == []
+
+
+def _git(root: Path, *args: str) -> str:
+    import subprocess
+
+    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+    return done.stdout + done.stderr
+
+
+def test_a_workspace_in_a_folder_of_a_larger_repository_commits_and_shows_history(tmp_path: Path) -> None:
+    """Pathspecs were written from the repository's top but read from the workspace folder git runs in:
+    commit found "nothing to commit", log printed nothing and log of a line asked for notes/notes/..."""
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "README.md").write_text("the user's repository\n", encoding="utf-8")
+    ws = workspace(tmp_path / "notes", {"MEMORY.md": "# M\n- a\n- b\n"})
+    repo = MemoryRepo(ws)
+    first = repo.commit(message="one")
+    (tmp_path / "notes" / "MEMORY.md").write_text("# M\n- a\n- b2\n", encoding="utf-8")
+    second = repo.commit(message="two")
+    assert _git(tmp_path, "ls-files").split() == ["notes/MEMORY.md"]  # (not the user's README)
+    assert [e.sha for e in repo.history("MEMORY.md")] == [second.sha, first.sha]
+    assert [e.sha for e in repo.history("MEMORY.md", 3)] == [second.sha, first.sha]
+    assert [e.sha for e in repo.history("MEMORY.md", 2)] == [first.sha]
+
+
+def test_a_deletion_or_rename_staged_by_git_is_committed(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, {"MEMORY.md": "# M\n", "memory/c.md": "# C\n", "memory/d.md": "# D\n"})
+    repo = MemoryRepo(ws)
+    repo.commit(init_repo=True)
+    _git(tmp_path, "rm", "-q", "memory/c.md")
+    _git(tmp_path, "mv", "memory/d.md", "memory/e.md")
+    repo.commit(message="cleanup")  # `git add` of the gone paths failed: "did not match any files"
+    assert sorted(_git(tmp_path, "ls-files").split()) == ["MEMORY.md", "memory/e.md"]
+    assert _git(tmp_path, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("operation", ["merge", "rebase"])
+def test_nothing_is_staged_or_committed_in_a_conflict(tmp_path: Path, operation: str) -> None:
+    """A commit during a conflicted merge staged the conflict markers (git then took it as resolved); in
+    a rebase it committed them."""
+    ws = workspace(tmp_path, {"MEMORY.md": "# M\n- the office is in Paris\n"})
+    repo = MemoryRepo(ws)
+    repo.commit(init_repo=True, message="base")
+    main = _git(tmp_path, "branch", "--show-current").strip()
+    _git(tmp_path, "checkout", "-q", "-b", "other")
+    (tmp_path / "MEMORY.md").write_text("# M\n- the office is in Lyon\n", encoding="utf-8")
+    repo.commit(message="lyon")
+    _git(tmp_path, "checkout", "-q", main)
+    (tmp_path / "MEMORY.md").write_text("# M\n- the office is in Nice\n", encoding="utf-8")
+    repo.commit(message="nice")
+    if operation == "merge":
+        _git(tmp_path, "merge", "-q", "other")
+    else:
+        _git(tmp_path, "checkout", "-q", "other")
+        _git(tmp_path, "rebase", "-q", main)
+    assert "<<<<<<<" in (tmp_path / "MEMORY.md").read_text(encoding="utf-8")
+    head = _git(tmp_path, "rev-parse", "HEAD")
+    with pytest.raises(VcsError, match="in progress"):
+        repo.commit(message="in the middle")
+    assert _git(tmp_path, "ls-files", "--unmerged").strip()  # still a conflict for the user to resolve
+    assert _git(tmp_path, "rev-parse", "HEAD") == head

@@ -193,10 +193,16 @@ class MemoryRepo:
 
     def changes(self, repo: Repo) -> list[tuple[str, str]]:
         """(repository path, workspace path) of memory files that differ from HEAD (ignored excluded)."""
+        return [(repo_path, rel) for repo_path, rel, _ in self._status(repo)]
+
+    def _status(self, repo: Repo) -> list[tuple[str, str, str]]:
+        """(repository path, workspace path, porcelain XY status) of the memory files that differ from
+        HEAD. Pathspecs are from the repository's top (``top``): git runs in the workspace, which may be a
+        folder of a larger repository (relative ones named ``notes/notes/MEMORY.md`` there)."""
         root = repo.root.resolve()
         ws_root = self.workspace.root.resolve()
         prefix = ws_root.relative_to(root).as_posix() if ws_root != root else ""
-        specs = [f":(literal){prefix}/{t}" if prefix else f":(literal){t}" for t in self._tops()]
+        specs = [_top_spec(f"{prefix}/{t}" if prefix else t) for t in self._tops()]
         out = repo.run(
             "status",
             "--porcelain",
@@ -210,17 +216,19 @@ class MemoryRepo:
         )
         found = []
         for entry in filter(None, out.split("\0")):
-            repo_path = entry[3:]
+            repo_path = entry[3:]  # (porcelain paths are from the repository's top)
             rel = repo_path[len(prefix) + 1 :] if prefix else repo_path
             if self._is_memory(rel):
-                found.append((repo_path, rel))
+                found.append((repo_path, rel, entry[:2]))
         return sorted(found)
 
     def commit(
         self, *, message: str | None = None, force: bool = False, init_repo: bool = False
     ) -> CommitResult:
         repo = open_repo(self.workspace.root, init_repo=init_repo)
-        paths = self.changes(repo)
+        _refuse_mid_operation(repo)
+        status = self._status(repo)
+        paths = [(repo_path, rel) for repo_path, rel, _ in status]
         if not paths:
             raise VcsError("nothing to commit: memory files match the last commit")
         head = repo.head()
@@ -235,8 +243,12 @@ class MemoryRepo:
         if secrets:
             raise SecretsInCommit(secrets)
         text = summary(files, message)
-        specs = [f":(literal){p}" for p, _ in paths]
-        repo.run("add", "-A", "--", *specs, what="add")
+        specs = [_top_spec(p) for p, _ in paths]
+        # A deletion or rename already staged (`git rm`, `git mv`): in neither the index nor the folder,
+        # `git add` would fail on it; the commit takes it as it is.
+        to_add = [_top_spec(p) for p, _, xy in status if xy != "D "]
+        if to_add:
+            repo.run("add", "-A", "--", *to_add, what="add")
         repo.run("commit", "-q", "--no-verify", "-m", text, "--only", "--", *specs, what="commit")
         return CommitResult(repo.head() or "", text, files)
 
@@ -246,15 +258,46 @@ class MemoryRepo:
         repo_path = (self.workspace.root / rel).resolve().relative_to(root).as_posix()
         fmt = "--format=%x1e%H%x1f%aI%x1f%an%x1f%s"
         safe = ("--no-textconv", "--no-ext-diff", "--no-show-signature", fmt, f"--max-count={max_count}")
+        # git runs in the workspace: paths relative to it (the workspace may be a folder of the repository)
+        rel_path = (self.workspace.root / rel).resolve().relative_to(self.workspace.root.resolve()).as_posix()
         if line is None:
-            out = repo.run("log", *safe, "--follow", "--", repo_path, what="log")
+            out = repo.run("log", *safe, "--follow", "--", _top_spec(repo_path), what="log")
         else:
-            out = repo.run("log", *safe, f"-L{line},{line}:{repo_path}", what="log")
+            out = repo.run("log", *safe, f"-L{line},{line}:{rel_path}", what="log")
         entries = []
         for record in out.split("\x1e")[1:]:
             sha, date, author, subject = record.split("\n", 1)[0].split("\x1f")
             entries.append(HistoryEntry(sha, date, author, subject))
         return entries
+
+
+def _top_spec(repo_path: str) -> str:
+    """A pathspec for one repository path, from the repository's top, taken literally."""
+    return f":(top,literal){repo_path}"
+
+
+_IN_PROGRESS = {
+    "MERGE_HEAD": "a merge",
+    "rebase-merge": "a rebase",
+    "rebase-apply": "a rebase or git am",
+    "CHERRY_PICK_HEAD": "a cherry-pick",
+    "REVERT_HEAD": "a revert",
+}
+
+
+def _refuse_mid_operation(repo: Repo) -> None:
+    """Commit nothing, and stage nothing, while a merge, rebase, cherry-pick or revert is under way or a
+    conflict is unresolved: staging would mark the conflict resolved with its markers in, and a commit
+    in the middle of a rebase would put them in its history."""
+    for name, what in _IN_PROGRESS.items():
+        if (repo.paths.git_dir / name).exists():
+            raise VcsError(
+                f"{what} is in progress in {repo.root}: finish or abort it first (mnemo commits nothing)"
+            )
+    if repo.run("ls-files", "--unmerged", "-z", what="ls-files").strip("\0"):
+        raise VcsError(
+            f"the repository at {repo.root} has unresolved conflicts: resolve them first (mnemo commits nothing)"
+        )
 
 
 def _blob_text(repo: Repo, head: str | None, repo_path: str) -> str | None:
