@@ -317,3 +317,47 @@ def test_group_and_private_archives_never_cross_contexts(
     searched = tools.run("s", "memory_search", {"query": "tomato seedlings repotting"}, private=False)
     assert dm_archive not in searched.output
     assert tools.run("s", "read_file", {"path": group_archive}, private=True).ok is False
+
+
+PRIVATE_ID = "2026-10-05-090000-def456"
+PRIVATE_TURNS = [
+    ("2026-10-05T09:00:00.000000Z", "user", "Private: the quokka sanctuary visit is planned for spring"),
+    ("2026-10-05T09:00:02.000000Z", "assistant", "Noted, the quokka sanctuary in spring."),
+]
+
+
+def test_a_private_conversation_given_consent_later_is_archived_or_kept_never_lost(tmp_path: Path) -> None:
+    """Its month was archived from the other conversations; with consent, the next run saw the month as
+    done, did not archive its turns, and with keep_raw = false deleted its transcript: nowhere any more."""
+    transcript(tmp_path, EDITOR_ID, "private", EDITOR_TURNS)
+    transcript(tmp_path, PRIVATE_ID, "private", PRIVATE_TURNS)
+    store = SessionStore(tmp_path)
+    store.set_flags(store.load(PRIVATE_ID), private=True)
+    archive = tmp_path / "sessions/private-editor/2026-10.md"
+    first = archiver(tmp_path).run(now=NOW)
+    assert [sid for sid, _ in first.skipped] == [PRIVATE_ID] and "quokka" not in archive.read_text()
+    store.set_flags(store.load(PRIVATE_ID), archive=True)
+    second = archiver(tmp_path).run(now=NOW)  # every transcript of the month is here: written again
+    assert [m.path for m in second.months] == ["sessions/private-editor/2026-10.md"]
+    text = archive.read_text()
+    assert "quokka" in text and "replica" in text
+
+
+def test_keep_raw_false_never_deletes_a_transcript_its_months_archive_lacks(tmp_path: Path) -> None:
+    transcript(tmp_path, EDITOR_ID, "private", EDITOR_TURNS[:5])  # October only: deleted once archived
+    transcript(tmp_path, PRIVATE_ID, "private", PRIVATE_TURNS)
+    store = SessionStore(tmp_path)
+    store.set_flags(store.load(PRIVATE_ID), private=True)
+    archive = tmp_path / "sessions/private-editor/2026-10.md"
+    first = archiver(tmp_path, keep_raw=False).run(now=NOW)
+    assert first.removed == [f"sessions/{EDITOR_ID}.jsonl"]
+    before = archive.read_text()
+    store.set_flags(store.load(PRIVATE_ID), archive=True)
+    second = archiver(tmp_path, keep_raw=False).run(now=NOW)
+    assert second.removed == [] and (tmp_path / "sessions" / f"{PRIVATE_ID}.jsonl").exists()
+    assert [sid for sid, _ in second.skipped] == [PRIVATE_ID] and "kept raw" in second.skipped[0][1]
+    # Written again by name, the month would lose the conversation whose transcript is gone: refused.
+    third = archiver(tmp_path, keep_raw=False).run("2026-10", now=NOW)
+    assert third.months == [] and "would drop 1 conversation" in third.skipped[0][1]
+    assert archive.read_text() == before
+    assert (tmp_path / "sessions" / f"{PRIVATE_ID}.jsonl").exists()

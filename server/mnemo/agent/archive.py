@@ -38,15 +38,13 @@ from mnemo.errors import MnemoError
 from mnemo.memory.limits import InvalidInput
 
 from . import archive_format as fmt
+from .archive_raw import RawTranscripts, archived_sessions
 from .archive_summary import Summary, Turn, excerpts, extractive_summary, model_summary
 from .providers import ChatProvider
 from .session_keys import base_id
-from .sessions import SESSIONS_DIR, Session, SessionError, SessionStore
+from .sessions import Session, SessionError, SessionStore
 
 log = logging.getLogger(__name__)
-LOCK_WAIT_S = 5.0
-"""How long removing a raw transcript waits for a running turn of its session (then keeps it)."""
-
 STATE_FILE = "archive-state.json"
 LOCK_FILE = "archive.lock"
 _MONTH = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
@@ -96,6 +94,9 @@ class _Month:
     context: str
     origin: fmt.Origin
     turns: list[Turn] = field(default_factory=list)
+
+    def sessions(self) -> set[str]:
+        return {t.session_id for t in self.turns}
 
 
 def check_month(month: str | None, current: str) -> str | None:
@@ -202,19 +203,36 @@ class SessionArchiver:
         todo: list[tuple[str, str, _Month]] = []
         for (folder, name), gathered in sorted(months.items()):
             rel = f"sessions/{folder}/{name}.md"
-            if month is None and (f"{folder}/{name}" in done or (self.root / rel).exists()):
-                report.already += 1
-                done.setdefault(f"{folder}/{name}", {"at": now.isoformat(), "found": True})
-            else:
-                todo.append((rel, name, gathered))
+            key = f"{folder}/{name}"
+            written_from = archived_sessions(done.get(key))
+            gone = sorted(written_from - stems) if written_from is not None else []
+            if month is None and (key in done or (self.root / rel).exists()):
+                missing = sorted(gathered.sessions() - written_from) if written_from is not None else []
+                if not missing:
+                    report.already += 1
+                    done.setdefault(key, {"at": now.isoformat(), "found": True})
+                    continue
+                if gone:  # written again from the transcripts present, it would lose those conversations
+                    why = f"{rel} was written without it, and transcripts it holds are deleted: kept raw"
+                    report.skipped.extend((sid, why) for sid in missing)
+                    continue
+            elif month is not None and gone:
+                why = f"writing {rel} again would drop {len(gone)} conversation(s) whose transcripts are deleted"
+                report.skipped.append((key, why))
+                continue
+            todo.append((rel, name, gathered))
         model = self._model() if todo else None
         for rel, name, gathered in todo:
             folder = gathered.folder
             archived = self._archive(rel, name, gathered, model, dry_run)
             report.months.append(archived)
-            done[f"{folder}/{name}"] = {"at": now.isoformat(), "summary": archived.summary}
+            done[f"{folder}/{name}"] = {
+                "at": now.isoformat(),
+                "summary": archived.summary,
+                "sessions": archived.sessions,  # (a transcript is deleted only once its turns are in)
+            }
         if not self.settings.keep_raw:
-            report.removed = self._remove_raw(files, done, current, dry_run)
+            report.removed = RawTranscripts(self.root, self.store).remove(files, done, current, dry_run)
         if not dry_run:
             self._save({"version": 1, "lastRun": now.strftime("%Y-%m-%d"), "done": done, "files": files})
         return report
@@ -297,44 +315,6 @@ class SessionArchiver:
             summary.by,
             summary.notes,
         )
-
-    def _remove_raw(
-        self, files: dict[str, Any], done: dict[str, Any], current: str, dry_run: bool
-    ) -> list[str]:
-        """Transcripts all of whose months are archived and finished (``keep_raw = false``)."""
-        removed = []
-        for stem, known in sorted(files.items()):
-            months = known.get("months") or []
-            if not months or max(months) >= current:
-                continue
-            if not all(f"{known.get('folder')}/{m}" in done for m in months):
-                continue
-            if not dry_run:
-                if not self._unlink_unchanged(self.store.dir / f"{stem}.jsonl", known):
-                    continue  # a turn came in since it was read: kept, read again next run
-                del files[stem]  # iterating a sorted copy
-            removed.append(f"{SESSIONS_DIR}/{stem}.jsonl")
-        return removed
-
-    def _unlink_unchanged(self, path: Path, known: dict[str, Any]) -> bool:
-        """Delete a transcript if it is still what the run archived (size and mtime as read, checked
-        under the session's lock: a turn of this process is not writing it); False when it grew
-        meanwhile, or a turn holds it (kept: the next run looks again)."""
-        lock = self.store.lock(path.stem)
-        if not lock.acquire(timeout=LOCK_WAIT_S):
-            return False
-        try:
-            try:
-                stat = path.stat()
-            except FileNotFoundError:
-                return True
-            if (stat.st_size, stat.st_mtime_ns) != (known.get("size"), known.get("mtime")):
-                log.info("%s changed while it was archived: kept", path.name)
-                return False
-            path.unlink()
-            return True
-        finally:
-            lock.release()
 
     # -- files ----------------------------------------------------------------------------------------
     def _transcripts(self) -> Iterator[Path]:
