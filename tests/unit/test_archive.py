@@ -361,3 +361,20 @@ def test_keep_raw_false_never_deletes_a_transcript_its_months_archive_lacks(tmp_
     assert third.months == [] and "would drop 1 conversation" in third.skipped[0][1]
     assert archive.read_text() == before
     assert (tmp_path / "sessions" / f"{PRIVATE_ID}.jsonl").exists()
+
+
+def test_a_secret_typed_in_a_chat_is_redacted_in_its_archive(tmp_path: Path) -> None:
+    """Excerpts quoted the user verbatim, so an AWS key typed in a chat went into the archive, which is
+    memory: searched, recalled and committed (mnemo's own security audit flagged it as critical)."""
+    key = "AKIAQYLPMN5HHHFPZAM2"
+    turns = [
+        ("2026-10-07T10:00:00.000000Z", "user", f"The billing deploy user has access key {key} for postgres"),
+        ("2026-10-07T10:00:02.000000Z", "assistant", "Noted the billing deploy access key for postgres."),
+        ("2026-10-08T10:00:00.000000Z", "user", "Billing postgres deploy runs nightly"),
+    ]
+    transcript(tmp_path, EDITOR_ID, "private", turns)
+    (month,) = archiver(tmp_path).run(now=NOW).months
+    text = (tmp_path / month.path).read_text(encoding="utf-8")
+    assert key not in text and "<redacted:aws-access-token>" in text
+    assert "1 secret(s) redacted" in month.notes
+    assert key in (tmp_path / "sessions" / f"{EDITOR_ID}.jsonl").read_text(encoding="utf-8")  # (the raw log)

@@ -36,6 +36,7 @@ from mnemo.atomic_file import replace_text
 from mnemo.config import SessionsSettings
 from mnemo.errors import MnemoError
 from mnemo.memory.limits import InvalidInput
+from mnemo.secrets.scanner import redact_text, scan_text
 
 from . import archive_format as fmt
 from .archive_raw import RawTranscripts, archived_sessions
@@ -302,7 +303,14 @@ class SessionArchiver:
             gathered.folder, name, gathered.context, gathered.origin, sessions, len(turns), _last_day(name)
         )
         if not dry_run:
-            _write_private(self.root / rel, fmt.render(header, summary, excerpts(turns)))
+            text = fmt.render(header, summary, excerpts(turns))
+            # An archive is memory (searched, recalled, committed): a key typed in a chat stays in its
+            # transcript, not in the archive (mnemo's own audit flagged each one as critical).
+            found = scan_text(text)
+            if found:
+                text = redact_text(text, found)
+                summary.notes.append(f"{len(found)} secret(s) redacted")
+            _write_private(self.root / rel, text)
         o = gathered.origin
         return ArchivedMonth(
             rel,
