@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import git
@@ -157,3 +158,40 @@ def test_nothing_is_staged_or_committed_in_a_conflict(tmp_path: Path, operation:
         repo.commit(message="in the middle")
     assert _git(tmp_path, "ls-files", "--unmerged").strip()  # still a conflict for the user to resolve
     assert _git(tmp_path, "rev-parse", "HEAD") == head
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the repository another owner")
+def test_a_repository_of_another_owner_is_refused_by_git_then_trusted_by_safe_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git's "dubious ownership" refusal read as "no repository": --init then made a nested repository
+    inside the user's, and the user's safe.directory was never read (the global config is not)."""
+    from mnemo.editor import vcs_git
+
+    top = tmp_path / "repo"
+    top.mkdir()
+    _git(top, "init", "-q")
+    ws = workspace(top / "notes", {"MEMORY.md": "# M\n- a\n"})
+    for folder, dirs, files in os.walk(top):
+        for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+            os.lchown(name, 12345, 12345)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+    def forget_global_config() -> None:  # (read once a process)
+        for cached in ("_safe_directories", "_user_identity"):
+            getattr(vcs_git, cached).cache_clear() if hasattr(vcs_git, cached) else None
+
+    try:
+        forget_global_config()
+        with pytest.raises(VcsError, match="dubious ownership"):
+            MemoryRepo(ws).commit(init_repo=True)
+        assert not (top / "notes" / ".git").exists()  # no repository made inside the user's
+        (home / ".gitconfig").write_text(f"[safe]\n\tdirectory = {top}\n", encoding="utf-8")
+        forget_global_config()
+        MemoryRepo(ws).commit(message="trusted")
+        assert "notes/MEMORY.md" in _git(top, "-c", f"safe.directory={top}", "ls-files")
+    finally:
+        forget_global_config()

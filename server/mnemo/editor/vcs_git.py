@@ -121,26 +121,36 @@ def executable_key(key: str, value: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in _ALWAYS)
 
 
+def _global_values(key: str) -> list[str]:
+    """Every value of ``key`` in the user's global config, read as data (nothing else from it)."""
+    env = {k: v for k, v in _base_env().items() if k != "GIT_CONFIG_GLOBAL"}
+    try:
+        done = subprocess.run(
+            ["git", "config", "--global", "--no-includes", "--get-all", key],
+            cwd="/",
+            env=env,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    out = done.stdout.decode("utf-8", "replace") if done.returncode == 0 else ""
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
 @functools.lru_cache(maxsize=1)
 def _user_identity() -> tuple[str, str]:
     """user.name and user.email of the user's global config (read as data, nothing else from it)."""
-    found = []
-    for key in ("user.name", "user.email"):
-        env = {k: v for k, v in _base_env().items() if k != "GIT_CONFIG_GLOBAL"}
-        try:
-            done = subprocess.run(
-                ["git", "config", "--global", "--no-includes", "--get", key],
-                cwd="/",
-                env=env,
-                capture_output=True,
-                timeout=GIT_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            found.append("")
-            continue
-        found.append(done.stdout.decode("utf-8", "replace").strip() if done.returncode == 0 else "")
-    return found[0], found[1]
+    name, email = (_global_values(key) for key in ("user.name", "user.email"))
+    return (name[-1] if name else ""), (email[-1] if email else "")
+
+
+@functools.lru_cache(maxsize=1)
+def _safe_directories() -> tuple[str, ...]:
+    """The user's ``safe.directory`` entries (a repository owned by another user they trust): passed on
+    with ``-c``, since the global config itself is not read."""
+    return tuple(_global_values("safe.directory"))
 
 
 _IDENTITY_ENV = (
@@ -186,7 +196,8 @@ class InertGit:
         self.identity: tuple[str, str] = ("", "")
 
     def run(self, args: list[str], *, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        flags = [f for item in INERT_CONFIG for f in ("-c", item)]
+        flags = [f for path in _safe_directories() for f in ("-c", f"safe.directory={path}")]
+        flags += [f for item in INERT_CONFIG for f in ("-c", item)]
         for key, value in zip(("user.name", "user.email"), self.identity, strict=True):
             if value:
                 flags += ["-c", f"{key}={value}"]
@@ -219,6 +230,8 @@ class InertGit:
             check=False,
         )
         lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+        if done.returncode != 0 and b"dubious ownership" in done.stderr:  # a repository, not trusted:
+            raise GitFailed(done.stderr.decode("utf-8", "replace").strip())  # (never `git init` inside it)
         if done.returncode != 0 or len(lines) != 3:
             return None
         return RepoPaths(*(Path(line) for line in lines))
