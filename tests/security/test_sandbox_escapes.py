@@ -332,3 +332,58 @@ def test_as_an_unprivileged_user_the_same_confinement_holds() -> None:
         assert (ws / "note.md").read_text() == "ok\n"
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_what_an_editor_runs_on_the_host_cannot_be_written(tmp_path: Path) -> None:
+    """An allowed command wrote .vscode/settings.json with mnemo.server.command = /bin/sh: the VS Code
+    extension ran it on the host at its next start (a folder-open task would too; .venv/bin/mnemo is its
+    fallback command)."""
+    ws = tmp_path / "bare"
+    ws.mkdir()
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    result = run_sandboxed(
+        "mkdir -p .vscode; echo '{}' > .vscode/settings.json; echo x > .venv/bin/mnemo;"
+        " mkdir -p .devcontainer; echo ok > notes.md",
+        ws,
+        timeout_s=20,
+    )
+    assert "Read-only file system" in result.stderr
+    assert sorted(p.name for p in ws.iterdir()) == [".venv", "notes.md"]  # placeholders gone
+    assert list((ws / ".venv" / "bin").iterdir()) == []
+
+
+def test_host_unix_sockets_are_out_of_reach(ws: Path) -> None:
+    """A read-only bind stops writes, not a connect() to a Unix socket: a sandboxed command reached the
+    index writer's socket in .mnemo/ (and told a daemon to yield), and any socket under /run."""
+    import socket
+
+    _python(ws)
+    in_run = Path("/run") / f"mnemo-test-{uuid.uuid4().hex[:8]}"
+    sockets = [ws / ".mnemo" / "memory.sock"]
+    try:
+        in_run.mkdir()
+        sockets.append(in_run / "host.sock")
+    except OSError:
+        pass  # (/run not writable here: the workspace's socket alone)
+    listeners = []
+    try:
+        for path in sockets:
+            listener = socket.socket(socket.AF_UNIX)
+            listener.bind(str(path))
+            listener.listen(1)
+            os.chmod(path, 0o777)
+            listeners.append(listener)
+        probe = "; ".join(
+            f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{path}'); print('CONNECTED')\""
+            for path in sockets
+        )
+        result = run_sandboxed(probe + "; ls -a .mnemo", ws, timeout_s=30)
+        assert "CONNECTED" not in result.stdout, result.stdout
+        assert "audit.jsonl" not in result.stdout  # .mnemo is an empty folder inside
+        assert (ws / ".mnemo" / "audit.jsonl").read_text() == '{"seq": 1}\n'
+    finally:
+        for listener in listeners:
+            listener.close()
+        for path in sockets:
+            path.unlink(missing_ok=True)
+        shutil.rmtree(in_run, ignore_errors=True)

@@ -253,3 +253,20 @@ def test_sensitive_assignments_are_refused(ws: Path) -> None:
         assert check("exec", {"command": command}, ws, ALLOWLISTED).verdict is Verdict.DENY, command
     for command in ("GIT_PAGER=cat git log", "export GIT_AUTHOR_NAME=Ada", "LANG=C.UTF-8 ls"):
         assert check("exec", {"command": command}, ws, ALLOWLISTED).verdict is Verdict.ALLOW, command
+
+
+def test_an_allow_rule_for_a_folder_does_not_reach_past_it_nor_into_what_the_host_runs(ws: Path) -> None:
+    """An allow rule "notes/*" for write_file matched the path as written: "notes/../MEMORY.md",
+    "notes/../skills/evil/SKILL.md" and "notes/../.vscode/settings.json" were written with nobody asked
+    (VS Code then ran the mnemo.server.command written there, on the host)."""
+    cfg = PolicyConfig.from_dict(
+        {"rules": [{"tool": "write_file", "pattern": "notes/*", "decision": "allow"}]}
+    )
+    assert check("write_file", {"path": "notes/today.md"}, ws, cfg).verdict is Verdict.ALLOW
+    for path in ("notes/../MEMORY.md", "notes/../skills/evil/SKILL.md", "notes/../memory/topic.md"):
+        assert check("write_file", {"path": path}, ws, cfg).verdict is Verdict.CONFIRM, path
+    for path in ("notes/../.vscode/settings.json", ".venv/bin/mnemo", ".devcontainer/devcontainer.json"):
+        assert check("write_file", {"path": path}, ws, cfg).verdict is Verdict.DENY, path
+    allowed = PolicyConfig(allow_binaries=["mkdir", "tee"])
+    for command in ("mkdir -p .vscode", "echo '{}' > .vscode/tasks.json", "echo x | tee .venv/bin/mnemo"):
+        assert check("exec", {"command": command}, ws, allowed).verdict is Verdict.DENY, command

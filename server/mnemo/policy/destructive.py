@@ -84,7 +84,17 @@ def check_path(tool: str, raw: str, target: Path, inside: bool, ws: Path) -> lis
         elif PERSIST_RE.search(str(target.relative_to(ws))):
             hits.append(_deny("persistence", f"{raw} is a policy, hook or startup file: edit it yourself"))
         elif classify(target, ws) == "control":
-            hits.append(_deny("protected", f"{raw} is mnemo's index, audit log, plugins or Git data"))
+            hits.append(
+                _deny("protected", f"{raw} is mnemo's index, audit log, plugins, Git data or editor settings")
+            )
+        elif classify(target, ws) == "memory":  # as for a command's write (targets.write_decision)
+            hits.append(
+                Decision(
+                    Verdict.CONFIRM,
+                    "builtin:memory-write",
+                    f"{raw} is a memory file: writing it needs approval",
+                )
+            )
     elif not inside:
         hits.append(Decision(Verdict.CONFIRM, "builtin:read-outside", f"{raw} is outside the workspace"))
     return hits

@@ -227,7 +227,9 @@ def check(tool: str, args: dict[str, Any], workspace: Path, config: PolicyConfig
         subjects = [os.path.relpath(target, ws) if inside else str(target), raw_path]
         hits.extend(destructive.check_path(tool, raw_path, target, inside, ws))
     for rule in cfg.rules:
-        if rule.matches(tool, subjects):
+        # An allow rule sees the path resolved only: "notes/*" matched the text "notes/../MEMORY.md".
+        seen = subjects[:1] if rule.decision is Verdict.ALLOW else subjects
+        if rule.matches(tool, seen):
             hits.append(Decision(rule.decision, rule.name, rule.reason or f"matches {rule.pattern!r}"))
     return strictest(hits) or fallback
 

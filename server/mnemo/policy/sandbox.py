@@ -44,11 +44,23 @@ if TYPE_CHECKING:
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: sudo apt-get install -y bubblewrap; Fedora: dnf install bubblewrap)"
 )
-PROTECTED: tuple[str, ...] = (".git", ".mnemo", "mnemo.toml", "MEMORY.md", "plugins")
+HOST_RUN_DIRS: tuple[str, ...] = (".vscode", ".venv", ".devcontainer")
+"""Workspace folders whose content a host program runs outside the sandbox: the editor's settings and tasks
+(VS Code runs a folder-open task, or the ``mnemo.server.command`` they name), the virtualenv whose
+``bin/mnemo`` the extension falls back to, a dev container's build. Protected as mnemo's own settings."""
+PROTECTED: tuple[str, ...] = (".git", ".mnemo", "mnemo.toml", "MEMORY.md", "plugins", *HOST_RUN_DIRS)
 """Workspace entries bound read-only inside the sandbox (a missing one is held by an empty placeholder);
-``plugins/`` holds code the gateway loads unsandboxed (:mod:`mnemo.gateway.plugins`)."""
+``plugins/`` holds code the gateway loads unsandboxed (:mod:`mnemo.gateway.plugins`). ``.mnemo`` is not
+even readable: an empty folder stands for it (its sockets reach the index writer)."""
 _PROTECTED_IF_PRESENT = ("memory.md",)
-_PROTECTED_DIRS = (".git", ".mnemo", "plugins")
+_PROTECTED_DIRS = (".git", ".mnemo", "plugins", *HOST_RUN_DIRS)
+_HIDDEN = (".mnemo",)
+"""Protected entries replaced by an empty read-only folder: a read-only bind stops writes, not a
+``connect()`` to a Unix socket in it (the index-sharing socket answers "yield", a re-index, feedback)."""
+HIDDEN_RUN = "/run"
+"""Hidden under an empty tmpfs (host sockets: D-Bus, systemd, docker, containerd); the resolver's folder
+is bound back for DNS when the network is on."""
+_RESOLVER = "/run/systemd/resolve"
 SANDBOX_ID = 65534
 """The uid and gid a command runs as inside its user namespace (``nobody``), whoever runs mnemo."""
 _probe: tuple[str, str] | None = None  # (bwrap path, "") when usable, ("", why) when not
@@ -186,10 +198,17 @@ def bwrap_argv(
     home = hidden_home(ws)
     if home is not None:
         argv += ["--tmpfs", home]  # hide the real home (keys, tokens) unless the workspace is in it
+    if not _under(ws, HIDDEN_RUN):
+        argv += ["--tmpfs", HIDDEN_RUN]
+        if os.path.isdir(_RESOLVER):
+            argv += ["--ro-bind", _RESOLVER, _RESOLVER]
     argv += ["--bind", ws, ws]
     for path in read_only:  # top-level workspace entries, bound after (over) the workspace
         inside = os.path.join(ws, Path(path).name)
-        argv += ["--ro-bind", inside, inside]
+        if Path(path).name in _HIDDEN:
+            argv += ["--tmpfs", inside, "--remount-ro", inside]
+        else:
+            argv += ["--ro-bind", inside, inside]
     if wiring is not None:
         argv += wiring.binds
     argv += ["--chdir", ws, "--unshare-all", "--unshare-user", "--disable-userns"]
@@ -208,6 +227,10 @@ def bwrap_argv(
         command,
     ]
     return argv
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def hidden_home(ws: str) -> str | None:

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
+from mnemo.policy.sandbox import HOST_RUN_DIRS
 from mnemo.policy.shell import OUTPUT_REDIRECTS, Segment, is_inside, is_safe_target, resolve_path
 from mnemo.policy.verdict import Context, Decision, confirm, deny
 from mnemo.workspace.layout import MEMORY_FILES
@@ -44,6 +45,8 @@ def classify(path: Path, ws: Path) -> str | None:
     parts = rel.split(os.sep)
     if rel == "mnemo.toml" or parts[0] in (".mnemo", "plugins") or ".git" in parts:  # plugins: gateway code
         return "control"
+    if parts[0] in HOST_RUN_DIRS:  # an editor or tool runs what is in them, on the host
+        return "control"
     if rel in MEMORY_ROOT_FILES:
         return "memory"
     if parts[0] == "memory" and (len(parts) == 1 or rel.endswith(".md") or path.is_dir()):
@@ -57,7 +60,9 @@ def write_decision(raw: str, path: Path, mode: Mode, ws: Path) -> Decision | Non
     """The built-in verdict for writing ``path`` (``raw`` as written) in ``mode``; None when unprotected."""
     kind = classify(path, ws)
     if kind == "control":
-        return deny("protected", f"{raw} is mnemo's settings, index, audit log, plugins or Git data")
+        return deny(
+            "protected", f"{raw} is mnemo's settings, index, audit log, plugins, Git data or editor settings"
+        )
     if kind == "memory" and mode != "create":
         if mode == "delete" or (mode == "truncate" and path.exists()):
             return deny("memory-overwrite", f"{raw} is a memory file: it would be deleted or emptied")
