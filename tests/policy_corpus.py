@@ -207,6 +207,18 @@ CORPUS += [
     ("redirect", "echo x >> MEMORY.md", "echo x >> ./notes.txt"),
     ("redirect", "mv memory/2026-11-02.md /tmp/x", "mv ./draft.txt /tmp/x"),
     ("redirect", "cat ./x > .git/HEAD", "cat ./x > ./HEAD.txt"),
+    # a red-team review of allowlisted binaries (2026-12-04)
+    ("binary-exec", "sed -n 's/.*/1e rm -rf memory/w p.sed' ./notes.md && sed -nf p.sed ./notes.md", "sed -n 's/a/b/p' ./notes.md"),
+    ("binary-exec", "awk -f ./p.awk ./notes.md", "awk '{print $2}' ./notes.md"),
+    ("destructive", "find . -name MEMORY.md -exec rm {} \\;", "find . -name '*.md' -exec grep -l x {} +"),
+    ("destructive", "git clean -fdx", "git clean -n"),
+    ("redirect", "sed -Ei 's/.*/x/' MEMORY.md", "sed -Ei 's/a/b/' ./notes.txt"),
+    ("redirect", "sort -oMEMORY.md ./x", "sort -o./sorted.txt ./x"),
+    ("redirect", "cp -tmemory ./a.md", "cp -t./build ./a.md"),
+    ("redirect", "uniq ./x MEMORY.md", "uniq ./x ./y"),
+    ("redirect", "git archive -o MEMORY.md HEAD", "git archive -o ./out.tar HEAD"),
+    ("redirect", "echo '{}' > .vscode/settings.json", "echo '{}' > ./settings.json"),
+    ("redirect", "echo x > .venv/bin/mnemo", "echo x > ./venv-notes.txt"),
 ]  # fmt: skip
 
 CONFIRM_IS_ENOUGH = frozenset(
@@ -220,6 +232,11 @@ CONFIRM_IS_ENOUGH = frozenset(
         "read x < /etc/passwd; export -p",
         "echo x >> MEMORY.md",
         "mv memory/2026-11-02.md /tmp/x",
+        "sed -n 's/.*/1e rm -rf memory/w p.sed' ./notes.md && sed -nf p.sed ./notes.md",
+        "awk -f ./p.awk ./notes.md",
+        "find . -name MEMORY.md -exec rm {} \\;",
+        "git clean -fdx",
+        "sed -Ei 's/.*/x/' MEMORY.md",
     }
 )
 """Dangerous commands whose expected verdict is confirm: what they run or write is not visible in the
@@ -239,5 +256,5 @@ PERMISSIVE_BINARIES = [
     "xargs", "kill", "wc", "git", "python3", "curl", "scp", "rsync", "nc", "env", "grep", "printenv",
     "tar", "wget", "cp", "base64", "crontab", "tee", "systemctl", "ln", "sed", "install", "id", "docker",
     "getcap", "groups", "uptime", "date", "bash", "sh", "socat", "ssh", "iptables", "ufw", "whoami",
-    "make", "sort", "timeout", "nice", "perl", "node", "awk", "vim", "less", "npm", "pip", "busybox",
+    "make", "sort", "timeout", "nice", "perl", "node", "awk", "vim", "less", "npm", "pip", "busybox", "uniq",
 ]  # fmt: skip

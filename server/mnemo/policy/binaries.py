@@ -15,7 +15,8 @@ tar                       ``--to-command``, ``-I``/``--use-compress-program`` (u
 rsync                     ``-e``/``--rsh`` (unless plain ssh), ``--rsync-path``
 ssh, scp, sftp            ``ProxyCommand``, ``LocalCommand``, ``KnownHostsCommand`` (deny), other ``-o``
                           and ``-F`` (confirm), ``-R`` (deny), ``scp -S`` (deny)
-awk, sed                  :mod:`mnemo.policy.inline` (``system``, pipes, ``print >``; ``e``, ``w``)
+awk, sed                  :mod:`mnemo.policy.inline` (``system``, pipes, ``print >``; ``e``, ``w``; a
+                          script or program file, ``-f``: confirm)
 python, perl, node ...    :mod:`mnemo.policy.inline` (inline code), ``-m pip``
 sh -c, bash -c            the string is checked as a command line
 less, more, vim, vi ...   confirm: interactive programs with shell escapes
@@ -120,6 +121,13 @@ def _shell(seg: Segment, ctx: Context) -> list[Decision]:
     return []
 
 
+FIND_READERS = frozenset(
+    ("cat", "grep", "egrep", "fgrep", "rg", "head", "tail", "wc", "ls", "file", "stat", "du", "echo", "printf",
+     "basename", "dirname", "realpath", "readlink", "sha256sum", "sha1sum", "md5sum", "cksum", "true")
+)  # fmt: skip
+"""What ``find -exec CMD {}`` may run on every file it matches without asking: commands that only read."""
+
+
 def _find(seg: Segment, ctx: Context) -> list[Decision]:
     args = seg.argv[1:]
     hits: list[Decision] = []
@@ -141,6 +149,9 @@ def _find(seg: Segment, ctx: Context) -> list[Decision]:
                 words.append(w)
             inner = [w for w in words if w != "{}"] or ["true"]
             hits.append(ctx.recurse(shlex.join(inner)))
+            if "{}" in words and inner[0].rsplit("/", 1)[-1] not in FIND_READERS:
+                # `-exec rm {}`: the files it acts on are those find matches, which no check can see.
+                hits.append(confirm("find-exec", f"find runs {inner[0]} on every file it matches"))
         elif a in ("-fprint", "-fprint0", "-fls", "-fprintf") and i + 1 < len(args):
             hits.extend(check_write(args[i + 1], "truncate", ctx))
     return hits

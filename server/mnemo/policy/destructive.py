@@ -100,6 +100,11 @@ def check_path(tool: str, raw: str, target: Path, inside: bool, ws: Path) -> lis
     return hits
 
 
+def _sed_in_place(arg: str) -> bool:
+    """``-i``, ``-i.bak``, ``--in-place``, or ``i`` in a cluster of sed's short flags (``-Ei``, ``-ni``)."""
+    return arg.startswith(("-i", "--in-place")) or bool(re.match(r"^-[nrEsuz]+i", arg))
+
+
 def _write_targets(name: str, args: list[str], pos: list[str]) -> list[tuple[str, Mode]]:
     """The paths ``name`` writes, and how."""
     found: list[tuple[str, Mode]] = []
@@ -113,7 +118,7 @@ def _write_targets(name: str, args: list[str], pos: list[str]) -> list[tuple[str
         found = [
             (p, "append" if name == "tee" and {"-a", "--append"} & set(args) else "truncate") for p in pos
         ]
-    elif name == "chattr" or (name == "sed" and any(a.startswith(("-i", "--in-place")) for a in args)):
+    elif name == "chattr" or (name == "sed" and any(_sed_in_place(a) for a in args)):
         scripts = name == "sed" and not any(a in ("-e", "-f") or a.startswith("--expression") for a in args)
         found = [(p, "modify") for p in (pos[1:] if scripts or name == "chattr" else pos)]
     elif name in WRITE_LAST and len(pos) >= 2:
@@ -127,11 +132,19 @@ def _write_targets(name: str, args: list[str], pos: list[str]) -> list[tuple[str
     found += [
         (a.split("=", 1)[1], "truncate") for a in args if a.startswith(("--output=", "--target-directory="))
     ]
-    if name in ("cp", "mv", "install", "ln") and "-t" in args[:-1]:
-        found.append((args[args.index("-t") + 1], "truncate"))
+    # A value after its flag ("-t DIR", "--output FILE") or attached to it ("-tDIR", "-oFILE").
     flag = {"curl": "-o", "sort": "-o", "wget": "-O", "gcc": "-o", "cc": "-o", "clang": "-o"}.get(name)
-    if flag and flag in args[:-1]:
-        found.append((args[args.index(flag) + 1], "truncate"))
+    if name in ("cp", "mv", "install", "ln"):
+        flag = "-t"
+    for i, a in enumerate(args):
+        if (a in ("--output", "--target-directory") and i + 1 < len(args)) or (
+            flag and a == flag and i + 1 < len(args)
+        ):
+            found.append((args[i + 1], "truncate"))
+        elif flag and a.startswith(flag) and len(a) > len(flag) and not a.startswith("--"):
+            found.append((a[len(flag) :], "truncate"))
+    if name == "uniq" and len(pos) >= 2:  # uniq IN OUT
+        found.append((pos[1], "truncate"))
     return [(t, m) for t, m in found if ":" not in t or name not in ("rsync", "scp")]
 
 

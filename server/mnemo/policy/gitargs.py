@@ -226,6 +226,15 @@ def check_git(seg: Segment, ctx: Context) -> list[Decision]:
         hits.extend(_config(rest, ctx))
     elif sub == "push":
         hits.extend(_push(rest))
+    elif sub == "clean" and not {"-n", "--dry-run"} & set(rest):
+        hits.append(confirm("git-clean", "git clean deletes untracked files, new memory notes among them"))
+    elif sub == "archive":
+        for j, a in enumerate(rest):  # -o FILE, -oFILE, --output=FILE, --output FILE
+            target = rest[j + 1] if a in ("-o", "--output") and j + 1 < len(rest) else ""
+            target = a[2:] if a.startswith("-o") and len(a) > 2 else target
+            target = a.split("=", 1)[1] if a.startswith("--output=") else target
+            if target:
+                hits.extend(check_write(target, "truncate", ctx))
     elif sub not in SUBCOMMANDS | CONFIRM_SUBCOMMANDS:
         hits.append(confirm("git-alias", f"git {sub} is not a git command: an alias or external git-{sub}"))
     elif sub in CONFIRM_SUBCOMMANDS:

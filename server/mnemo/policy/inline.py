@@ -193,6 +193,10 @@ def check_sed(seg: Segment, ctx: Context) -> list[Decision]:
     if "--sandbox" in seg.argv:
         return []
     hits: list[Decision] = []
+    if any(a.startswith("--file") or re.match(r"^-[nrEsuz]*f", a) for a in seg.argv[1:]):
+        # A script file is not read here, and one the line itself wrote (`s/.../1e CMD/w p.sed`, then
+        # `sed -f p.sed`) ran a command: an allowlisted sed with a script file asks first.
+        hits.append(confirm("sed-script-file", "sed runs a script file, which is not checked"))
     for script in _sed_scripts(seg.argv[1:]) or []:
         commands = sed_commands(script)
         if commands is None:
@@ -223,8 +227,9 @@ def check_awk(seg: Segment, ctx: Context) -> list[Decision]:
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("-f", "--file", "-E", "--exec"):
-            return hits  # a program file, like running a script
+        if a in ("-f", "--file", "-E", "--exec") or a.startswith("--file="):
+            # A program file is not read here (the line may have written it: `system()` inside).
+            return [confirm("awk-script-file", "awk runs a program file, which is not checked")]
         if a in ("-l", "--load", "-i", "--include") and args[i + 1 : i + 2] != ["inplace"]:
             return [confirm("awk-exec", f"awk {a} loads code")]
         if a in ("-F", "-v", "--assign", "--field-separator", "-i", "--include"):
