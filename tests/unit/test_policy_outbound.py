@@ -74,3 +74,24 @@ def test_planted_secret_never_reaches_the_provider(endpoint: str) -> None:
     assert TOKEN.encode() not in body and b"Zq8kP2vLm9xR4twQ" not in body
     sent = json.loads(body)["input"]
     assert sent[0] == "my github token is <redacted:github-pat>" and sent[1] == "plain note"
+
+
+def test_an_invisible_character_inside_a_key_and_a_json_password_are_redacted() -> None:
+    """A zero-width space, joiner or soft hyphen inside a key hid it from every rule (a model reads the key
+    all the same), and a password in a JSON object ("password": "…"}) was missed: both reached a remote
+    provider (a red-team review)."""
+    from mnemo.policy.outbound import redact_outbound
+
+    gh = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    aws = "AKIA" + "Z7XQ3RTU2VWY4ABC"
+    for text in (
+        f"token {gh[:10]}\u200b{gh[10:]}",
+        f"token {gh[:10]}\u00ad{gh[10:]}",
+        f"aws_access_key_id = {aws[:8]}\u200d{aws[8:]}",
+        '{"password": "Tr0ub4dor&3xyzQ"}',
+        '{"password":"Tr0ub4dor&3xyzQ"}',
+    ):
+        clean, count = redact_outbound(text)
+        assert count == 1 and "<redacted:" in clean, (text, clean)
+        assert not any(part in clean for part in ("A1b2C3d4", "RTU2VWY4", "Tr0ub4dor")), clean
+    assert redact_outbound("caf\u00e9 \u200bna\u00efve")[0] == "caf\u00e9 na\u00efve"  # (only what shows nothing)
