@@ -387,3 +387,22 @@ def test_host_unix_sockets_are_out_of_reach(ws: Path) -> None:
         for path in sockets:
             path.unlink(missing_ok=True)
         shutil.rmtree(in_run, ignore_errors=True)
+
+
+def test_a_virtualenv_linked_from_elsewhere_is_left_as_the_host_has_it(tmp_path: Path) -> None:
+    """.venv protected made a workspace whose .venv is a link to a virtualenv kept elsewhere fail every
+    command; outside the workspace it is read-only in the sandbox anyway. One that links into the workspace
+    still fails closed."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    elsewhere = tmp_path / "venvs" / "project"
+    (elsewhere / "bin").mkdir(parents=True)
+    (ws / ".venv").symlink_to(elsewhere)
+    result = run_sandboxed("echo x > .venv/bin/mnemo; echo ok > notes.md", ws, timeout_s=20)
+    assert (ws / "notes.md").read_text() == "ok\n" and list((elsewhere / "bin").iterdir()) == []
+    (ws / ".venv").unlink()
+    (ws / "venv").mkdir()
+    (ws / ".venv").symlink_to(ws / "venv")
+    with pytest.raises(SandboxUnavailable, match="symbolic link"):
+        run_sandboxed("touch ran.txt", ws, timeout_s=20)
+    assert "mnemo" in result.stderr  # (the write failed: read-only, or hidden with /tmp)

@@ -94,4 +94,6 @@ def test_an_invisible_character_inside_a_key_and_a_json_password_are_redacted() 
         clean, count = redact_outbound(text)
         assert count == 1 and "<redacted:" in clean, (text, clean)
         assert not any(part in clean for part in ("A1b2C3d4", "RTU2VWY4", "Tr0ub4dor")), clean
-    assert redact_outbound("caf\u00e9 \u200bna\u00efve")[0] == "caf\u00e9 na\u00efve"  # (only what shows nothing)
+    assert (
+        redact_outbound("caf\u00e9 \u200bna\u00efve")[0] == "caf\u00e9 na\u00efve"
+    )  # (only what shows nothing)

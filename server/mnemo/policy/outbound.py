@@ -19,7 +19,9 @@ log = logging.getLogger(__name__)
 PLACEHOLDER = "<redacted:{rule_id}>"
 
 
-_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff"))
+_INVISIBLE = dict.fromkeys(
+    map(ord, "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff")
+)
 """Characters that show nothing: one inside a key hid it from every rule (``ghp_ab\u200bcd…``), and a model
 reads the key all the same. Text sent out loses them."""
 

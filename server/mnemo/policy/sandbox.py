@@ -158,6 +158,8 @@ def _protected(ws: Path, writable: Collection[str]) -> Iterator[list[Path]]:
             if name in writable:
                 continue
             path = ws / name
+            if path.is_symlink() and name in HOST_RUN_DIRS and not _inside(path.resolve(), ws):
+                continue  # a .venv kept elsewhere: read-only in the sandbox like the rest of the host
             if path.is_symlink():
                 raise SandboxUnavailable(
                     f"{name} in the workspace is a symbolic link; it cannot be protected"
@@ -227,6 +229,11 @@ def bwrap_argv(
         command,
     ]
     return argv
+
+
+def _inside(path: Path, ws: Path) -> bool:
+    real = os.path.realpath(ws)
+    return str(path) == real or str(path).startswith(real.rstrip("/") + "/")
 
 
 def _under(path: str, folder: str) -> bool:
