@@ -178,13 +178,16 @@ def test_secrets_in_memory_files(make_workspace: Any, audit: Audit) -> None:
             "MEMORY.md": f"# Memory\n\n- token {SECRET}\n",
             "memory/2026-11-02.md": f"# Notes\n\nline\nCI token {SECRET}\n",
             "memory/2026-11-03.md": f"# Notes\n\nexample {SECRET} mnemo: allow-secret\n",
+            "sessions/private-editor/2026-10.md": f"# October\n\nuser: token {SECRET}\n",
         }
     )
     findings = [f for f in audit(root).findings if f.id == "memory.secret"]
     assert [(f.where, f.severity) for f in findings] == [
         ("memory/2026-11-02.md#L4", "critical"),  # daily notes reach group sessions' recall
         ("MEMORY.md#L3", "warn"),
+        ("sessions/private-editor/2026-10.md#L3", "warn"),  # (a private archive does not)
     ]
+    assert "group sessions" not in findings[2].message
     assert all(SECRET not in f.message for f in findings) and "github" in findings[0].message
 
 

@@ -26,7 +26,7 @@ from mnemo.policy.rules import PolicyConfig, check
 from mnemo.policy.sandbox import INSTALL_HINT, SandboxUnavailable, run_sandboxed
 from mnemo.policy.verdict import Verdict
 from mnemo.secrets import scan_text
-from mnemo.workspace.layout import MEMORY_FILES, Workspace
+from mnemo.workspace.layout import Workspace, readable_in
 
 Severity = Literal["critical", "warn", "info"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warn", "info")
@@ -207,7 +207,7 @@ def check_memory_secrets(root: Path, settings: Settings) -> list[Finding]:
         hits = scan_text(text)
         if not hits:
             continue
-        private = memory_file.path in MEMORY_FILES
+        private = not readable_in(memory_file.path, private=False)  # MEMORY.md, a private-* archive
         lines = sorted({h.line + 1 for h in hits})
         rules = ", ".join(sorted({h.rule_id for h in hits}))
         findings.append(
