@@ -125,15 +125,20 @@ async def test_code_lens_counts_recalls(keyword_client: LanguageClient) -> None:
     assert "not recalled yet" in titles
 
 
-async def test_secret_diagnostic_range_and_redaction(keyword_client: LanguageClient) -> None:
-    await wait_ready(keyword_client)
-    ws: Path = keyword_client.ws  # type: ignore[attr-defined]
-    path = ws / "memory" / "tokens.md"
-    text = f"# Tokens\n\n- 🔑 ci token: {SECRET} (rotate monthly)\n- see [the runbook](deploy-runbook.md)\n"
+async def open_with_secret(client: LanguageClient, text: str) -> tuple[str, Any, list[Any]]:
+    """memory/tokens.md written with ``text`` and opened: its URI, its github-pat diagnostic, all of them."""
+    await wait_ready(client)
+    path = client.ws / "memory" / "tokens.md"  # type: ignore[attr-defined]
     path.write_text(text, encoding="utf-8")
-    uri = open_doc(keyword_client, path, text)
-    found = await wait_diagnostics(keyword_client, uri, lambda ds: any(d.code == "github-pat" for d in ds))
+    uri = open_doc(client, path, text)
+    found = await wait_diagnostics(client, uri, lambda ds: any(d.code == "github-pat" for d in ds))
     (secret,) = [d for d in found if d.code == "github-pat"]
+    return uri, secret, found
+
+
+async def test_secret_diagnostic_range_and_redaction(keyword_client: LanguageClient) -> None:
+    text = f"# Tokens\n\n- 🔑 ci token: {SECRET} (rotate monthly)\n- see [the runbook](deploy-runbook.md)\n"
+    uri, secret, found = await open_with_secret(keyword_client, text)
     line = text.split("\n")[2]
     start16 = line.index(SECRET) + 1  # the key emoji is two UTF-16 code units
     # Neovim lists utf-8 first: the server must still say utf-16, the unit of every column it sends.
@@ -292,14 +297,7 @@ async def test_a_near_duplicate_diagnostic_changed_on_its_way_back_is_skipped(
 ) -> None:
     """A code action request whose near-duplicate diagnostic came back without its lines (or with text
     for a number) failed whole with an internal error: the Redact action beside it was lost too."""
-    await wait_ready(keyword_client)
-    ws: Path = keyword_client.ws  # type: ignore[attr-defined]
-    path = ws / "memory" / "tokens.md"
-    text = f"# Tokens\n\n- ci token: {SECRET}\n"
-    path.write_text(text, encoding="utf-8")
-    uri = open_doc(keyword_client, path, text)
-    found = await wait_diagnostics(keyword_client, uri, lambda ds: any(d.code == "github-pat" for d in ds))
-    (secret,) = [d for d in found if d.code == "github-pat"]
+    uri, secret, _ = await open_with_secret(keyword_client, f"# Tokens\n\n- ci token: {SECRET}\n")
     broken = [
         types.Diagnostic(line_range(2), "near-duplicate", source="mnemo", data=data)
         for data in (
