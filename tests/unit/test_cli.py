@@ -399,3 +399,20 @@ def test_a_workspace_folder_duckdb_cannot_open_is_a_clear_error(tmp_path: Path, 
     if b"?" in folder:  # (a root that is not UTF-8 cannot be written into mnemo.toml's text)
         assert mnemo("index", "-w", str(ws)).returncode == 0
         assert "MEMORY.md" in mnemo("search", "-w", str(ws), "billing database").stdout
+
+
+def test_a_note_named_with_a_date_that_is_none_is_said_so(tmp_path: Path) -> None:
+    """memory/2026-02-30.md was silently an undated topic: never decayed, outside every since/until
+    filter, and consolidation's most durable home for a fact."""
+    ws = _keyword_workspace(tmp_path / "ws")
+    (ws / "memory" / "2026-02-30.md").write_text(
+        "# Notes\n\nThe kiln fires on Thursdays.\n", encoding="utf-8"
+    )
+    (ws / "memory" / "2026-02-28.md").write_text("# Notes\n\nThe kiln was cleaned.\n", encoding="utf-8")
+    indexed = mnemo("index", "-w", str(ws))
+    assert indexed.returncode == 0
+    assert "2026-02-30, which is not a date" in indexed.stderr + indexed.stdout
+    assert "2026-02-28" not in indexed.stderr
+    status = json.loads(mnemo("status", "--json", "-w", str(ws)).stdout)
+    assert [p["path"] for p in status["fileProblems"]] == ["memory/2026-02-30.md"], status
+    assert "kiln" in mnemo("search", "-w", str(ws), "kiln Thursdays").stdout  # (indexed all the same)

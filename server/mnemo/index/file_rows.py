@@ -19,7 +19,7 @@ from mnemo.index.writer_api import ChunkRow, ChunkSlot
 from mnemo.markdown.chunker import Chunk, chunk_markdown
 from mnemo.markdown.frontmatter import parse_front_matter
 from mnemo.text.terms import terms_string
-from mnemo.workspace.layout import FileKind, MemoryFile
+from mnemo.workspace.layout import FileKind, MemoryFile, not_a_date
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,13 @@ def embedding_input(chunk: Chunk) -> str:
 
 
 def file_problem(memory_file: MemoryFile, source: SourceText) -> str | None:
-    """Why the file is indexed without (some of) its text, or None: unreadable, bad front matter."""
+    """Why the file is indexed without (some of) its text or not as meant, or None: unreadable, bad front
+    matter, named with a date that is none."""
     problem = source.problem
+    misdated = not_a_date(memory_file.path)
+    if misdated is not None:
+        note = f"named with {misdated}, which is not a date: indexed as an undated note (no daily decay)"
+        problem = "; ".join(filter(None, [problem, note]))
     if source.text is not None and memory_file.kind is not FileKind.SESSION:
         front_matter_problem = parse_front_matter(source.text).problem
         if front_matter_problem:

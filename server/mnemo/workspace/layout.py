@@ -176,6 +176,18 @@ class MemoryFile:
         return self.day is None
 
 
+def not_a_date(rel_path: str) -> str | None:
+    """The ``YYYY-MM-DD`` a note of ``memory/`` is named with when it is no calendar date (2026-02-30,
+    2026-13-01): the note is indexed as an undated one, which its author did not mean."""
+    parts = rel_path.split("/")
+    if len(parts) != 2 or parts[0] != "memory":
+        return None
+    match = _DATED.match(parts[1])
+    if match is None or _dated(parts[1]) is not None:
+        return None
+    return "-".join(match.group(1, 2, 3))
+
+
 def _dated(name: str) -> tuple[date, bool] | None:
     match = _DATED.match(name)
     if not match:
