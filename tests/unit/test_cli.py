@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -403,16 +404,22 @@ def test_a_workspace_folder_duckdb_cannot_open_is_a_clear_error(tmp_path: Path, 
 
 def test_a_note_named_with_a_date_that_is_none_is_said_so(tmp_path: Path) -> None:
     """memory/2026-02-30.md was silently an undated topic: never decayed, outside every since/until
-    filter, and consolidation's most durable home for a fact."""
+    filter, and consolidation's most durable home for a fact; memory/2062-11-01.md silently the newest."""
     ws = _keyword_workspace(tmp_path / "ws")
     (ws / "memory" / "2026-02-30.md").write_text(
         "# Notes\n\nThe kiln fires on Thursdays.\n", encoding="utf-8"
     )
     (ws / "memory" / "2026-02-28.md").write_text("# Notes\n\nThe kiln was cleaned.\n", encoding="utf-8")
+    # A year typed wrong: the newest note for 36 years. A plan for next week is not a problem.
+    (ws / "memory" / "2062-11-01.md").write_text("# Notes\n\nThe kiln moved.\n", encoding="utf-8")
+    soon = (date.today() + timedelta(days=7)).isoformat()
+    (ws / "memory" / f"{soon}.md").write_text("# Plan\n\nFire the kiln.\n", encoding="utf-8")
     indexed = mnemo("index", "-w", str(ws))
     assert indexed.returncode == 0
     assert "2026-02-30, which is not a date" in indexed.stderr + indexed.stdout
-    assert "2026-02-28" not in indexed.stderr
+    assert "dated 2062-11-01, in the future" in indexed.stderr
+    assert "2026-02-28" not in indexed.stderr and soon not in indexed.stderr
     status = json.loads(mnemo("status", "--json", "-w", str(ws)).stdout)
-    assert [p["path"] for p in status["fileProblems"]] == ["memory/2026-02-30.md"], status
+    problems = sorted(p["path"] for p in status["fileProblems"])
+    assert problems == ["memory/2026-02-30.md", "memory/2062-11-01.md"], status
     assert "kiln" in mnemo("search", "-w", str(ws), "kiln Thursdays").stdout  # (indexed all the same)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Literal
 
 from mnemo.config import ChunkingSettings
@@ -64,6 +65,11 @@ def embedding_input(chunk: Chunk) -> str:
     return chunk.text
 
 
+FUTURE_DAYS = 30
+"""A note dated further ahead than this is named as a problem: it outranks every real note as the newest
+(``memory/2062-11-01.md`` for 2026-11-01); a plan for the coming weeks is not."""
+
+
 def file_problem(memory_file: MemoryFile, source: SourceText) -> str | None:
     """Why the file is indexed without (some of) its text or not as meant, or None: unreadable, bad front
     matter, named with a date that is none."""
@@ -71,6 +77,9 @@ def file_problem(memory_file: MemoryFile, source: SourceText) -> str | None:
     misdated = not_a_date(memory_file.path)
     if misdated is not None:
         note = f"named with {misdated}, which is not a date: indexed as an undated note (no daily decay)"
+        problem = "; ".join(filter(None, [problem, note]))
+    if memory_file.day is not None and (memory_file.day - date.today()).days > FUTURE_DAYS:
+        note = f"dated {memory_file.day.isoformat()}, in the future: it counts as the newest note (a typo?)"
         problem = "; ".join(filter(None, [problem, note]))
     if source.text is not None and memory_file.kind is not FileKind.SESSION:
         front_matter_problem = parse_front_matter(source.text).problem
