@@ -399,7 +399,7 @@ def test_many_changed_files_commit_in_batches_and_a_cancel_keeps_the_committed_o
     begin = store._begin
 
     def counted() -> None:
-        if store._batch is not None:  # (not the vectors' fills that follow in the background)
+        if store._batch_thread is not None:  # (not the vectors' fills that follow in the background)
             begins.append(1)
         begin()
 

@@ -6,7 +6,6 @@ import importlib
 import importlib.machinery
 import importlib.util
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -15,6 +14,7 @@ from typing import TypeVar
 
 from mnemo.errors import IndexUnavailable
 from mnemo.index.duckdb_native import duckdb
+from mnemo.workspace.layout import shown_path
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +93,8 @@ def connect(
         except UnicodeEncodeError:
             why = "is not valid UTF-8"
     if why is not None:
-        shown = os.fsencode(name).decode("utf-8", "backslashreplace")
         raise IndexUnavailable(
-            f"the index cannot be in a folder whose path {why} ({shown}): rename the folder, or set "
+            f"the index cannot be in a folder whose path {why} ({shown_path(name)}): rename the folder, or set "
             "[index] dir in mnemo.toml to a path without it"
         )
     con = duckdb.connect(

@@ -40,19 +40,6 @@ def recorded_mtime(mtime: float, read_at: float) -> float:
     return mtime if settled(mtime, read_at) else UNSETTLED
 
 
-def content_digest(path: Path, max_bytes: int) -> str | None:
-    """The digest :func:`mnemo.index.sources.read_memory_file` gives the file now, or None when it cannot
-    be read."""
-    import hashlib  # (a one-shot search imports this module; it hashes only files just written)
-
-    from mnemo.index.sources import read_memory_bytes
-
-    data = read_memory_bytes(path, max_bytes)
-    if isinstance(data, bytes):
-        return hashlib.sha256(data).hexdigest()
-    return data.digest or None
-
-
 def stale_paths(
     recorded: Mapping[str, Stamp],
     on_disk: Mapping[str, Stamp],
@@ -74,6 +61,8 @@ def stale_paths(
         else:
             stale.add(path)
     if unsure:
+        from mnemo.index.sources import content_digest  # (hashlib and the reader: only for these files)
+
         expected = digests(unsure)
         stale.update(path for path in unsure if content_digest(root / path, max_bytes) != expected.get(path))
     return stale

@@ -30,8 +30,19 @@ def _mb(size: int) -> str:
     return f"{size:,} bytes"
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def content_digest(path: Path, max_bytes: int) -> str | None:
+    """The digest :func:`read_memory_file` gives the file now (without decoding it), or None when it
+    cannot be read."""
+    data = read_memory_bytes(path, max_bytes)
+    return _digest(data) if isinstance(data, bytes) else (data.digest or None)
+
+
 def decode_memory_bytes(data: bytes, kind: FileKind) -> SourceText:
-    digest = hashlib.sha256(data).hexdigest()
+    digest = _digest(data)
     if b"\x00" in data[:_BINARY_PROBE]:
         return SourceText(None, digest, "binary file (contains NUL bytes): not indexed")
     problem = None

@@ -39,11 +39,11 @@ class Transactions:
     _fts_removed: list[int]
     _rows_changed: list[int]
     """Chunks this transaction deleted or moved: their kept rows are forgotten at commit."""
-    _batch: list[bool] | None = None
-    """Inside :meth:`batched`: ``[True]`` once its transaction is open."""
-    _batch_thread = 0
-    """The thread whose batch it is: only its transactions join it (writers hold the service's write lock;
-    one that did not would fail at its BEGIN instead of slipping its writes into the batch)."""
+    _batch_thread: int | None = None
+    """Inside :meth:`batched`, the thread whose batch it is: only its transactions join it (writers hold
+    the service's write lock; one that did not would fail at its BEGIN, not slip into the batch)."""
+    _batch_begun = False
+    """The batch's transaction is open (at its first write)."""
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -55,10 +55,10 @@ class Transactions:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """One transaction; inside :meth:`batched`, the batch's (what it writes commits with the batch)."""
-        if self._batch is not None and self._batch_thread == threading.get_ident():
-            if not self._batch[0]:
+        if self._batch_thread == threading.get_ident():
+            if not self._batch_begun:
                 self._begin()
-                self._batch[0] = True
+                self._batch_begun = True
             yield self.con
             return
         self._begin()
@@ -74,19 +74,18 @@ class Transactions:
     def batched(self) -> Iterator[None]:
         """Several files' writes in one transaction: a sync that finds many files changed (a pull, a
         checkout) commits them together (each file still old or new after a crash)."""
-        batch = self._batch = [False]
-        self._batch_thread = threading.get_ident()
+        self._batch_thread, self._batch_begun = threading.get_ident(), False
         try:
             yield
-            if batch[0]:
+            if self._batch_begun:
                 self._index_fts()
         except BaseException:
-            self._batch = None
-            if batch[0]:
+            self._batch_thread = None
+            if self._batch_begun:
                 self._rollback()
             raise
-        self._batch = None
-        if batch[0]:
+        self._batch_thread = None
+        if self._batch_begun:
             self._commit()
 
     def _begin(self) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from mnemo.policy.inline import sed_flag
 from mnemo.policy.shell import Segment, is_hijack, is_inside, is_safe_target, resolve_path
-from mnemo.policy.targets import Mode, check_write, classify
+from mnemo.policy.targets import Mode, check_write, write_decision
 from mnemo.policy.verdict import Context, Decision, Verdict, confirm, deny
 
 DENY_BINARIES: dict[str, str] = {
@@ -83,18 +84,8 @@ def check_path(tool: str, raw: str, target: Path, inside: bool, ws: Path) -> lis
             hits.append(_deny("outside-workspace", f"{raw} is outside the workspace"))
         elif PERSIST_RE.search(str(target.relative_to(ws))):
             hits.append(_deny("persistence", f"{raw} is a policy, hook or startup file: edit it yourself"))
-        elif classify(target, ws) == "control":
-            hits.append(
-                _deny("protected", f"{raw} is mnemo's index, audit log, plugins, Git data or editor settings")
-            )
-        elif classify(target, ws) == "memory":  # as for a command's write (targets.write_decision)
-            hits.append(
-                Decision(
-                    Verdict.CONFIRM,
-                    "builtin:memory-write",
-                    f"{raw} is a memory file: writing it needs approval",
-                )
-            )
+        elif (decided := write_decision(raw, target, "modify", ws)) is not None:
+            hits.append(decided)  # mnemo's own files, editor settings, memory: as a command's write
     elif not inside:
         hits.append(Decision(Verdict.CONFIRM, "builtin:read-outside", f"{raw} is outside the workspace"))
     return hits
@@ -102,7 +93,7 @@ def check_path(tool: str, raw: str, target: Path, inside: bool, ws: Path) -> lis
 
 def _sed_in_place(arg: str) -> bool:
     """``-i``, ``-i.bak``, ``--in-place``, or ``i`` in a cluster of sed's short flags (``-Ei``, ``-ni``)."""
-    return arg.startswith(("-i", "--in-place")) or bool(re.match(r"^-[nrEsuz]+i", arg))
+    return arg.startswith("--in-place") or sed_flag(arg, "i")
 
 
 def _write_targets(name: str, args: list[str], pos: list[str]) -> list[tuple[str, Mode]]:

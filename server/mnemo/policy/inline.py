@@ -103,6 +103,16 @@ def _literal(name: str, literal: str, writes: bool, ctx: Context) -> list[Decisi
 # -- sed ----------------------------------------------------------------------------------------
 
 
+def sed_flag(arg: str, letter: str) -> bool:
+    """``arg`` is sed's short flag ``letter``, alone or after flags that take no value (``-nf``, ``-Ei``)."""
+    return bool(re.match(rf"^-[nrEsuz]*{letter}", arg))
+
+
+def sed_script_file(arg: str) -> bool:
+    """``arg`` names a sed script file (``-f FILE``, ``-nfFILE``, ``--file=FILE``)."""
+    return arg.startswith("--file") or sed_flag(arg, "f")
+
+
 def _sed_scripts(args: list[str]) -> list[str] | None:
     scripts: list[str] = []
     explicit = False
@@ -114,10 +124,10 @@ def _sed_scripts(args: list[str]) -> list[str] | None:
             explicit = True
             scripts.append(a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else ""))
             i += 0 if "=" in a else 1
-        elif a.startswith("--file") or (re.match(r"^-[nrEsuz]*f", a)):
+        elif sed_script_file(a):
             explicit = True  # a script file: like running a script, not inline code
             i += 0 if "=" in a or not a.endswith("f") else 1
-        elif re.match(r"^-[nrEsuz]*e", a):
+        elif sed_flag(a, "e"):
             explicit = True
             rest = a[a.index("e") + 1 :]
             scripts.append(rest or (args[i + 1] if i + 1 < len(args) else ""))
@@ -193,7 +203,7 @@ def check_sed(seg: Segment, ctx: Context) -> list[Decision]:
     if "--sandbox" in seg.argv:
         return []
     hits: list[Decision] = []
-    if any(a.startswith("--file") or re.match(r"^-[nrEsuz]*f", a) for a in seg.argv[1:]):
+    if any(sed_script_file(a) for a in seg.argv[1:]):
         # A script file is not read here, and one the line itself wrote (`s/.../1e CMD/w p.sed`, then
         # `sed -f p.sed`) ran a command: an allowlisted sed with a script file asks first.
         hits.append(confirm("sed-script-file", "sed runs a script file, which is not checked"))

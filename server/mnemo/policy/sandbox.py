@@ -158,7 +158,11 @@ def _protected(ws: Path, writable: Collection[str]) -> Iterator[list[Path]]:
             if name in writable:
                 continue
             path = ws / name
-            if path.is_symlink() and name in HOST_RUN_DIRS and not _inside(path.resolve(), ws):
+            if (
+                path.is_symlink()
+                and name in HOST_RUN_DIRS
+                and not _under(str(path.resolve()), os.path.realpath(ws))
+            ):
                 continue  # a .venv kept elsewhere: read-only in the sandbox like the rest of the host
             if path.is_symlink():
                 raise SandboxUnavailable(
@@ -229,11 +233,6 @@ def bwrap_argv(
         command,
     ]
     return argv
-
-
-def _inside(path: Path, ws: Path) -> bool:
-    real = os.path.realpath(ws)
-    return str(path) == real or str(path).startswith(real.rstrip("/") + "/")
 
 
 def _under(path: str, folder: str) -> bool:

@@ -51,11 +51,15 @@ def unusable_name(name: str) -> str | None:
     return None
 
 
+def shown_path(path: str) -> str:
+    """A path as it can be printed: bytes that are not UTF-8 written ``\\xff``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _skipped(path: str, why: str) -> None:
     if path not in _WARNED:
         _WARNED.add(path)
-        shown = os.fsencode(path).decode("utf-8", "backslashreplace")  # (bytes that are not UTF-8: \\xff)
-        log.warning("%s: not indexed: %s (rename it)", shown, why)
+        log.warning("%s: not indexed: %s (rename it)", shown_path(path), why)
 
 
 """A directory entry's name (the walk's sort key)."""
