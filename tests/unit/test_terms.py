@@ -12,6 +12,7 @@ from mnemo.text import terms as terms_module
 from mnemo.text.terms import (
     MAX_TERM_CHARS,
     TERMS_VERSION,
+    cjk_bigrams,
     index_terms,
     query_terms,
     terms_string,
@@ -332,6 +333,20 @@ def test_a_full_term_cache_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
     for _ in range(3):
         assert index_terms(text) == _reference_index_terms(text)
     assert len(terms_module._PIECE_TERMS) <= 3
+
+
+@pytest.mark.parametrize("run", ["设", "设计", "服务器", "服务器集群部署", "哈哈哈哈", "𠀀𠀁𠀂", "かなカナ한국어"])
+def test_cjk_bigrams_are_each_pair_of_neighbours(run: str) -> None:
+    expected = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+    assert cjk_bigrams(run).split(" ") == expected
+
+
+def test_the_doubled_characters_table_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terms_module._Doubled, "MAX_ENTRIES", 4)
+    run = "".join(map(chr, range(0x4E00, 0x4E00 + 12)))
+    for _ in range(2):
+        assert cjk_bigrams(run).split(" ") == [run[i : i + 2] for i in range(len(run) - 1)]
+    assert len(terms_module._DOUBLED) <= 4
 
 
 def test_version() -> None:
