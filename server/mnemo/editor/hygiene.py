@@ -1,7 +1,8 @@
 """Memory hygiene: problems in memory files, computed from text (and index vectors) alone.
 
 Pure functions: no I/O, no index access, no editor types. Ranges are 0-based lines with UTF-16 columns
-(what editors use); :class:`Problem` carries what a front end needs to show and fix each one.
+(what editors use: a line ends at LF, CRLF or CR alone, :func:`mnemo.memory.reading.editor_lines`);
+:class:`Problem` carries what a front end needs to show and fix each one.
 
 Checks:
 - ``secret``: a secret in the text (rule id as code; see :mod:`mnemo.secrets`);
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mnemo.index.nearest_across import nearest_across_vectors
+from mnemo.memory.reading import LINE_END, editor_lines
 from mnemo.secrets import SecretFinding, scan_text, utf16_col
 from mnemo.workspace.layout import MEMORY_FILES
 
@@ -62,7 +64,7 @@ class ChunkVector:
 
 
 def _lines(text: str) -> list[str]:
-    return text.split("\n")
+    return editor_lines(text)
 
 
 def _end_of(lines: Sequence[str], line: int) -> Position:
@@ -90,13 +92,14 @@ def secret_problems(text: str, findings: Sequence[SecretFinding] | None = None) 
 
 # -- injection budget ------------------------------------------------------------------------------
 def injected_line_count(text: str, budget_chars: int) -> int:
-    """How many whole lines of ``text`` fit in ``budget_chars`` (each line counts its newline).
+    """How many whole lines of ``text`` fit in ``budget_chars`` (each line counts its line end).
 
     This is the truncation rule for injecting MEMORY.md: whole lines are kept while they fit."""
     used = 0
     lines = _lines(text)
+    ends = LINE_END.findall(text)  # (one fewer than the lines)
     for i, line in enumerate(lines):
-        used += len(line) + (1 if i < len(lines) - 1 else 0)
+        used += len(line) + (len(ends[i]) if i < len(ends) else 0)
         if used > budget_chars:
             return i
     return len(lines)

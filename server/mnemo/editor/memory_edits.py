@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mnemo.memory.reading import editor_lines
 from mnemo.secrets import scan_text, utf16_col
 
 PLACEHOLDER = "<redacted:{rule_id}>"
@@ -33,8 +34,9 @@ class Section:
 
 
 def redact_edits(path: str, text: str, first_line: int, last_line: int) -> list[TextEdit]:
-    """Replace every secret starting on lines ``first_line..last_line`` (0-based) with a placeholder."""
-    lines = text.split("\n")
+    """Replace every secret starting on lines ``first_line..last_line`` (0-based) with a placeholder;
+    lines as an editor counts them (LF, CRLF or CR alone ends one)."""
+    lines = editor_lines(text)
     return [
         TextEdit(
             path,

@@ -3,6 +3,7 @@ editor's unsaved buffer when there is one, else the file; no index needed."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,11 +24,28 @@ class FileLines:
     text: str
 
 
+LINE_END = re.compile(r"\r\n?|\n")
+"""A line end as an editor (LSP) counts one."""
+
+
+def editor_lines(text: str) -> list[str]:
+    """The lines an editor (LSP) counts in ``text``, without their line ends: a line ends at LF, CRLF or CR
+    alone (an old Mac's), and a text that ends with a line end has an empty last line (LSP's position after
+    it). The positions of diagnostics and edits are 0-based indexes into this list."""
+    return text.split("\n") if "\r" not in text else LINE_END.split(text)
+
+
+def line_end_of(text: str) -> str:
+    """The line end ``text`` uses (its first one; LF when it has none), for lines written into it."""
+    m = LINE_END.search(text)
+    return "\n" if m is None else m.group()
+
+
 def file_lines(text: str) -> list[str]:
     """A file's lines as the chunker (and an editor: LSP) count them: ended by LF, CRLF or CR only. A form
     feed, NEL or U+2028, which ``str.splitlines`` also ends a line at, stay inside it: else a citation's
     line numbers and the lines fetched for it disagree."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = editor_lines(text)
     return lines[:-1] if lines[-1] == "" else lines  # (a last line end ends the last line)
 
 

@@ -10,7 +10,8 @@ Pipeline for one text:
    our placeholders and documented example keys, and lines carrying ``mnemo: allow-secret``);
 4. overlapping findings keep the most specific rule (priority, then the longer value).
 
-Offsets are Python code points. Lines are split on ``\\n`` (a ``\\r`` before it stays in the line).
+Offsets are Python code points. Lines are an editor's (LSP's): ended by ``\\n``, ``\\r\\n`` or ``\\r`` alone
+(the ``\\r`` of ``\\r\\n`` stays in the line, past every value).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mnemo.secrets.rules import Rule, RuleSet, default_ruleset
 
 # Above this share of the text, a rule runs once on the whole text instead of line by line.
 _WHOLE_TEXT_SHARE = 0.3
+_LONE_CR = regex.compile(r"\r(?!\n)")
 _EXTEND_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
@@ -206,6 +208,8 @@ def scan_text(text: str, ruleset: RuleSet | None = None) -> list[SecretFinding]:
     """Find secrets in ``text``; sorted by position, overlaps resolved to the most specific rule."""
     if not text:
         return []
+    if "\r" in text:  # a CR alone ends a line (old Mac files): an LF in its place keeps every offset
+        text = _LONE_CR.sub("\n", text)
     rs = ruleset or default_ruleset()
     kept = _dedupe(_candidates(text, rs))
     if not kept:
