@@ -73,3 +73,19 @@ def test_a_near_duplicate_in_a_cr_only_file_is_on_its_lines() -> None:
     text = f"# A\r\r## A\r{body}\r"
     (p,) = hygiene.duplicate_problems("memory/a.md", hygiene.VectorSpace.of([mine, theirs]), 0.9, text)
     assert p.start == (2, 0) and p.end == (3, len(body))
+
+
+def test_removing_and_promoting_lines_of_cr_only_files() -> None:
+    text = "# Billing\r\r## Decisions\r- PostgreSQL.\r- Row-level security.\r"
+    edit = memory_edits.duplicate_removal_edit("memory/b.md", text, 1, 5)
+    assert edit is not None and (edit.start, edit.end) == ((3, 0), (5, 0))
+    assert memory_edits.selected_lines(text, 3, 4) == ["- PostgreSQL.", "- Row-level security."]
+    last = memory_edits.delete_lines_edit("memory/b.md", "a\rb\rc", 3, 3)
+    assert (last.start, last.end) == ((1, 1), (2, 1))
+    memory = "# Memory\r\r## A\r- one\r\r## B\r- two\r"
+    assert [(s.title, s.heading_line, s.insert_line) for s in memory_edits.sections(memory)] == [
+        ("A", 2, 4),
+        ("B", 5, 7),
+    ]
+    promoted = memory_edits.promote_edit("MEMORY.md", memory, "A", ["- new fact"])
+    assert (promoted.start, promoted.new_text) == ((4, 0), "- new fact\r"), "the file's own line end"

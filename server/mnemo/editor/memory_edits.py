@@ -1,7 +1,7 @@
 """Edits that fix or reorganise memory: redact a secret, promote a note into MEMORY.md, drop a duplicate.
 
-Pure: text in, :class:`TextEdit` out (0-based lines, UTF-16 columns). Front ends apply them (the editor
-through a WorkspaceEdit, so the user can undo).
+Pure: text in, :class:`TextEdit` out (0-based lines as an editor counts them, LF, CRLF or CR alone ending
+one, and UTF-16 columns). Front ends apply them (the editor through a WorkspaceEdit, so the user can undo).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mnemo.memory.reading import editor_lines
+from mnemo.memory.reading import editor_lines, line_end_of
 from mnemo.secrets import scan_text, utf16_col
 
 PLACEHOLDER = "<redacted:{rule_id}>"
@@ -34,8 +34,7 @@ class Section:
 
 
 def redact_edits(path: str, text: str, first_line: int, last_line: int) -> list[TextEdit]:
-    """Replace every secret starting on lines ``first_line..last_line`` (0-based) with a placeholder;
-    lines as an editor counts them (LF, CRLF or CR alone ends one)."""
+    """Replace every secret starting on lines ``first_line..last_line`` (0-based) with a placeholder."""
     lines = editor_lines(text)
     return [
         TextEdit(
@@ -51,7 +50,7 @@ def redact_edits(path: str, text: str, first_line: int, last_line: int) -> list[
 
 def sections(memory_text: str) -> list[Section]:
     """The ``##`` sections of MEMORY.md and where new lines go in each (after its last non-blank line)."""
-    lines = memory_text.split("\n")
+    lines = editor_lines(memory_text)
     found: list[tuple[str, int]] = []
     fence = False
     for n, line in enumerate(lines):
@@ -79,28 +78,29 @@ def sections(memory_text: str) -> list[Section]:
 
 def promote_edit(memory_path: str, memory_text: str, section_title: str, promoted: list[str]) -> TextEdit:
     """Insert ``promoted`` lines at the end of ``## section_title`` (at the end of the file when absent)."""
-    lines = memory_text.split("\n")
+    lines = editor_lines(memory_text)
+    eol = line_end_of(memory_text)  # (new lines end as the file's do)
     block = [line.rstrip() for line in promoted if line.strip()]
     target = next((s for s in sections(memory_text) if s.title == section_title), None)
     if target is None:
         heading = [] if not section_title else ["", f"## {section_title}"]
-        return _append(memory_path, lines, heading + block)
+        return _append(memory_path, lines, heading + block, eol)
     if target.insert_line >= len(lines):
-        return _append(memory_path, lines, block)
-    return TextEdit(memory_path, (target.insert_line, 0), (target.insert_line, 0), "\n".join(block) + "\n")
+        return _append(memory_path, lines, block, eol)
+    return TextEdit(memory_path, (target.insert_line, 0), (target.insert_line, 0), eol.join(block) + eol)
 
 
-def _append(path: str, lines: list[str], block: list[str]) -> TextEdit:
+def _append(path: str, lines: list[str], block: list[str], eol: str) -> TextEdit:
     last = len(lines) - 1
     end = (last, utf16_col(lines[last], len(lines[last])))
     if lines[last] == "":  # the file ends with a newline: write before the final empty "line"
-        return TextEdit(path, end, end, "\n".join(block) + "\n")
-    return TextEdit(path, end, end, "\n" + "\n".join(block))
+        return TextEdit(path, end, end, eol.join(block) + eol)
+    return TextEdit(path, end, end, eol + eol.join(block))
 
 
 def delete_lines_edit(path: str, text: str, start_line: int, end_line: int) -> TextEdit:
-    """Remove 1-based lines ``start_line..end_line`` whole (their newline included)."""
-    lines = text.split("\n")
+    """Remove 1-based lines ``start_line..end_line`` whole (their line end included)."""
+    lines = editor_lines(text)
     if end_line < len(lines):  # a line follows the block: remove up to its start
         return TextEdit(path, (start_line - 1, 0), (end_line, 0), "")
     # The last line has no newline after it: take the newline before the block instead.
@@ -115,7 +115,7 @@ def delete_lines_edit(path: str, text: str, start_line: int, end_line: int) -> T
 def duplicate_body_lines(text: str, start_line: int, end_line: int) -> tuple[int, int]:
     """The 1-based lines of a duplicate chunk to remove: its leading headings (and the blank lines
     between them) stay, since later sections may live under them; an all-heading chunk keeps all."""
-    lines = text.split("\n")
+    lines = editor_lines(text)
     first = start_line
     while first <= end_line and first <= len(lines):
         stripped = lines[first - 1].strip()
@@ -134,4 +134,4 @@ def duplicate_removal_edit(path: str, text: str, start_line: int, end_line: int)
 
 def selected_lines(text: str, first_line: int, last_line: int) -> list[str]:
     """Lines ``first_line..last_line`` (0-based, inclusive) of ``text``."""
-    return text.split("\n")[first_line : last_line + 1]
+    return editor_lines(text)[first_line : last_line + 1]
