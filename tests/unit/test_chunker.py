@@ -16,10 +16,16 @@ FENCE_OPEN = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 
 
 def fences(lines: list[str], body: int = 0) -> list[tuple[int, int]]:
-    """Reference scan: (first, last) 0-based line indexes of each fenced block, closing line included."""
+    """Reference scan: (first, last) 0-based line indexes of each fenced block, closing line included
+    (a fence line inside an HTML comment opens none)."""
     out: list[tuple[int, int]] = []
     i = body
     while i < len(lines):
+        if lines[i].lstrip().startswith("<!--"):
+            while i < len(lines) and "-->" not in lines[i]:
+                i += 1
+            i += 1
+            continue
         m = FENCE_OPEN.match(lines[i])
         if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
             fence = m.group(1)
@@ -109,6 +115,11 @@ def random_doc(rng: random.Random) -> str:
             body = body[: rng.randrange(0, len(body) + 1)]
             close = "" if rng.random() < 0.1 else "\n" + fence
             parts.append(f"{fence}py\n{body}{close}")
+        elif r < 0.3:
+            lines = rng.choices(
+                ["<!-- note", "", "# not a heading", "```", "text -->", "x"], k=rng.randint(1, 6)
+            )
+            parts.append("<!--\n" + "\n".join(lines) + rng.choice(["\n-->", "", " -->"]))
         elif r < 0.4:
             parts.append(
                 "\n".join(f"- {' '.join(rng.choices(WORDS, k=rng.randint(1, 12)))}" for _ in range(8))
@@ -387,3 +398,24 @@ def test_heading_only_sections_open_the_next_section() -> None:
     ]
     assert not [c for c in chunks[:-1] if all(ln.lstrip().startswith("#") for ln in c.text.splitlines())]
     check("a.md", "# A\n## B\n### C\ntext\n# D", chunks, 256)
+
+
+def test_headings_and_fences_inside_html_comments_are_text() -> None:
+    # A `#` line inside a multi-line `<!-- ... -->` started a section (CommonMark: an HTML block of type 2
+    # runs from `<!--` to the line holding `-->`, blank lines included).
+    text = "# Real\n<!-- draft\n\n# not a heading\n```\n-->\n## After\ntext\n<!-- one line -->\n# Last\nend"
+    chunks = chunk_markdown("a.md", text)
+    assert [(c.heading_path, c.start_line, c.end_line) for c in chunks] == [
+        (("Real",), 1, 6),
+        (("Real", "After"), 7, 9),
+        (("Last",), 10, 11),
+    ]
+    assert chunks[0].text == "# Real\n<!-- draft\n\n# not a heading\n```\n-->"
+    # `<!-->` closes itself (CommonMark), an indented opener too opens one, an unclosed one runs to the end.
+    assert [c.heading_path for c in chunk_markdown("a.md", "# A\n<!-->\n# B\nx")] == [("A",), ("B",)]
+    unclosed = "# A\n  <!--\n# B\ntext\n\n## C\nmore"
+    assert [c.heading_path for c in chunk_markdown("a.md", unclosed)] == [("A",)]
+    # Inside a fence, `<!--` opens nothing.
+    fenced = "# A\n```\n<!--\n```\n# B\nx"
+    assert [c.heading_path for c in chunk_markdown("a.md", fenced)] == [("A",), ("B",)]
+    check("a.md", text, chunks, 256)

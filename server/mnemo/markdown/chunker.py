@@ -1,21 +1,24 @@
 """Split a Markdown file into chunks for embedding and keyword search.
 
-The file is first cut into sections at ATX headings (``#`` to ``######`` outside fenced code): a heading
-line starts a new section and its first chunk, so every chunk has an exact heading path. A section with no
-text of its own (a heading straight followed by another heading) is no chunk: its heading line opens the next
-section's first chunk, which carries that section's heading path (only a heading at the very end of a file
-stays a chunk of its own). A section that
-fits in ``target_tokens`` is one chunk. A larger one is cut into blocks that are never split: fenced
-code blocks (backticks or tildes, any length; an unclosed fence runs to the end of the file) and lines.
-Blocks are packed greedily; when the next block does not fit, the chunk ends at the best boundary that
-keeps it at least half the target: a paragraph (blank line) or code block boundary first, then a list
-item, then any line. The next chunk then starts with about ``overlap * target_tokens`` of the previous
-chunk's trailing whole lines.
+The file is first cut into sections at ATX headings (``#`` to ``######`` outside fenced code and HTML
+comments): a heading line starts a new section and its first chunk, so every chunk has an exact heading
+path. A section with no text of its own (a heading straight followed by another heading) is no chunk: its
+heading line opens the next section's first chunk, which carries that section's heading path (only a heading
+at the very end of a file stays a chunk of its own). A section that fits in ``target_tokens`` is one chunk.
+A larger one is cut into blocks that are never split: fenced code blocks (backticks or tildes, any length;
+an unclosed fence runs to the end of the file) and lines. Blocks are packed greedily; when the next block
+does not fit, the chunk ends at the best boundary that keeps it at least half the target: a paragraph (blank
+line) or code block boundary first, then a list item, then any line. The next chunk then starts with about
+``overlap * target_tokens`` of the previous chunk's trailing whole lines.
 
 A fenced block larger than the target is a chunk of its own, even if oversized. Two safety valves keep a
 pathological file from making giant chunks: a fence over ``FENCE_MAX_FACTOR`` times the target is cut at
 line boundaries like ordinary text, and a single line over the target is cut by characters into pieces
 (each its own chunk, all with that line's number, their text a piece of the line).
+
+An HTML comment that starts a line (after any indentation, as a fence may be) runs from ``<!--`` to the
+first line holding ``-->``, or to the end of the file (CommonMark's HTML block of type 2): a ``#`` or fence
+line inside it is text. Its lines are ordinary lines (a long comment is cut like text).
 
 Front matter is skipped (line numbers still count it). Lines end with ``\\n``, ``\\r\\n`` or ``\\r``; chunk
 text joins lines with ``\\n``. A chunk's :attr:`Chunk.key` depends on the file path, heading path and
@@ -170,6 +173,15 @@ class _Chunker:
             self.emit(blocks[cs][0], blocks[-1][1], heading_path)
 
 
+def _comment_end(lines: list[str], start: int) -> int:
+    """The last line of the HTML comment opened on line ``start``: the first holding ``-->`` (``start``
+    itself included: ``<!-- x -->`` and ``<!-->`` close where they open), else the file's last line."""
+    for k in range(start, len(lines)):
+        if "-->" in lines[k]:
+            return k
+    return len(lines) - 1
+
+
 def chunk_markdown(
     path: str,
     text: str,
@@ -195,6 +207,7 @@ def chunk_markdown(
 
     chunker = _Chunker(path, lines, target_tokens, overlap, count_tokens)
     fence_max = FENCE_MAX_FACTOR * target_tokens
+    comment_end = -1  # last line of the HTML comment being read (only lines starting "<" look for one)
     stack: list[tuple[int, str]] = []  # (level, text) of the enclosing headings
     heading_path: tuple[str, ...] = ()
     blocks: list[tuple[int, int, int, int, int]] = []
@@ -209,7 +222,7 @@ def chunk_markdown(
             continue
         head = line.lstrip()[:1]
         if head in "`~":
-            m = _FENCE_RE.match(line)
+            m = None if i <= comment_end else _FENCE_RE.match(line)  # (in an HTML comment: text)
             if m is not None and not (m.group(1)[0] == "`" and "`" in m.group(2)):
                 fence = m.group(1)
                 end = i + 1
@@ -233,7 +246,7 @@ def chunk_markdown(
                 i = end + 1
                 continue
         elif head == "#":
-            m = _HEADING_RE.match(line)
+            m = None if i <= comment_end else _HEADING_RE.match(line)
             if m is not None:
                 if blocks and any(b[3] != _HEADING for b in blocks):
                     chunker.section(blocks, heading_path)
@@ -249,6 +262,8 @@ def chunk_markdown(
                 strength = _PARAGRAPH
                 i += 1
                 continue
+        elif head == "<" and i > comment_end and line.lstrip().startswith("<!--"):
+            comment_end = _comment_end(lines, i)  # its lines are text (this one too)
         tokens = count_tokens(line)
         if strength < _PARAGRAPH and head in "-*+0123456789" and _LIST_RE.match(line):
             strength = _LIST_ITEM
