@@ -85,3 +85,23 @@ def test_a_large_window_keeps_the_full_context(
     agent.chat("billing database?", today=TODAY)
     system = provider.calls[0][0].content
     assert "Long-term memory (MEMORY.md)" in system and "Tools:" in system and ANSWER_FORMAT not in system
+
+
+def test_a_cut_file_names_the_first_line_left_out_as_memory_get_counts_it(tmp_path: Path) -> None:
+    from mnemo.agent.context import ContextBuilder
+
+    # Two blank lines first and a U+2028 inside line 4: memory_get counts both, str.splitlines and
+    # strip() did not, so the note sent the model to the wrong lines.
+    text = "\n\n# Memory\n- Pager rota:\u2028weekly.\n" + "".join(
+        f"- fact {i} " * 8 + "\n" for i in range(40)
+    )
+    (tmp_path / "MEMORY.md").write_text(text, encoding="utf-8")
+    builder = ContextBuilder(tmp_path, None, ScriptedProvider(default="ok"))  # type: ignore[arg-type]
+    notes: list[str] = []
+    read = builder._read("MEMORY.md")
+    assert read is not None
+    kept = builder._fit("MEMORY.md", read, 200, notes)
+    first_left_out = int(notes[0].split("lines ", 1)[1].split("-", 1)[0])
+    kept_lines = kept.rsplit("\n[", 1)[0].split("\n")
+    assert kept_lines[-1] == text.split("\n")[first_left_out - 2]  # the line before it is the last kept
+    assert int(notes[0].split("-", 2)[1].split(" ", 1)[0]) == len(text.rstrip("\n").split("\n"))

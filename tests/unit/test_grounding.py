@@ -278,3 +278,20 @@ def test_a_models_answer_in_another_transcript_is_not_evidence(
         "sessions/old.jsonl", 1, 2, "user: what is my cat's name?\nassistant: The cat's name is Mira."
     )
     assert grounder.lines([hit]) == []
+
+
+def test_a_line_with_a_line_separator_inside_keeps_the_lines_after_it_numbered_as_get_does(
+    make_workspace,
+    services_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    # memory_get ends a line at LF (CRLF, CR) only; str.splitlines also ends one at U+2028, a form feed or
+    # NEL, so every line after such a character was cited one line too far down.
+    root = make_workspace(
+        {"memory/ops.md": "# Ops\n\n- Pager rota:\u2028weekly.\n- Backups run at 02:00 UTC on Sundays.\n"}
+    )
+    memory = services_factory(root).memory
+    memory.sync()
+    hit = recalled("memory/ops.md", 1, 4, "")
+    lines = {line.text: line.number for line in Grounder("strict", memory).lines([hit])}
+    assert lines["- Backups run at 02:00 UTC on Sundays."] == 4
+    assert memory.get("memory/ops.md", 4, 1).text.startswith("- Backups")

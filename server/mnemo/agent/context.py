@@ -118,7 +118,8 @@ class ContextBuilder:
         if not path.is_file() or path.is_symlink():
             return None
         try:
-            return path.read_text(encoding="utf-8-sig", errors="replace").strip()
+            # Leading blank lines stay: a cut file's note names its lines as memory_get numbers them.
+            return path.read_text(encoding="utf-8-sig", errors="replace").rstrip()
         except OSError as exc:
             log.warning("%s cannot be read: %s", rel, exc)
             return None
@@ -127,7 +128,7 @@ class ContextBuilder:
         """The whole file when it fits ``budget`` tokens, else its first whole lines and a visible note."""
         if self.provider.count_tokens(text) <= budget:
             return text
-        lines = text.splitlines()
+        lines = text.split("\n")  # memory_get's lines (splitlines also ends one at U+2028)
         lo, hi = 0, len(lines)
         while lo < hi:  # the most leading lines that fit
             mid = (lo + hi + 1) // 2

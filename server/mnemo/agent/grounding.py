@@ -132,7 +132,7 @@ class Grounder:
             log.debug("grounding reads %s from its snippet: %s", hit.citation, exc)
             text = hit.snippet.rstrip("…")
         out: list[MemoryLine] = []
-        for i, line in enumerate(text.splitlines()):
+        for i, line in enumerate(text.split("\n")):  # get's lines (splitlines also ends one at U+2028)
             clean = line.strip()
             if clean.startswith(("user:", "assistant:")) and path.startswith("sessions/"):
                 continue  # a question someone asked, or a model's unconfirmed answer, is not a fact
