@@ -335,7 +335,9 @@ def test_a_full_term_cache_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(terms_module._PIECE_TERMS) <= 3
 
 
-@pytest.mark.parametrize("run", ["设", "设计", "服务器", "服务器集群部署", "哈哈哈哈", "𠀀𠀁𠀂", "かなカナ한국어"])
+@pytest.mark.parametrize(
+    "run", ["设", "设计", "服务器", "服务器集群部署", "哈哈哈哈", "𠀀𠀁𠀂", "かなカナ한국어"]
+)
 def test_cjk_bigrams_are_each_pair_of_neighbours(run: str) -> None:
     expected = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
     assert cjk_bigrams(run).split(" ") == expected
