@@ -97,3 +97,58 @@ def test_an_invisible_character_inside_a_key_and_a_json_password_are_redacted() 
     assert (
         redact_outbound("caf\u00e9 \u200bna\u00efve")[0] == "caf\u00e9 na\u00efve"
     )  # (only what shows nothing)
+
+
+PEM_BODY = "\n".join(
+    ("MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7" + str(i) * 12)[:64] for i in range(6)
+)
+
+
+def test_a_private_key_cut_before_its_end_line_is_redacted() -> None:
+    # Pasted in part, or cut by a chunk boundary: the body is the secret, END line or not.
+    text = f"the deploy key:\n-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n\nrotate it monthly\n"
+    clean, count = redact_outbound(text)
+    assert count == 1 and "MIIEvQIBADAN" not in clean
+    assert clean.startswith("the deploy key:\n<redacted:") and clean.endswith("\n\nrotate it monthly\n")
+
+
+def test_a_certificate_and_a_public_key_are_not_secrets() -> None:
+    for kind in ("CERTIFICATE", "PUBLIC KEY"):
+        text = f"-----BEGIN {kind}-----\n{PEM_BODY}\n-----END {kind}-----\n"
+        assert redact_outbound(text) == (text, 0)
+
+
+def test_a_percent_encoded_key_is_redacted_where_it_stands() -> None:
+    encoded = TOKEN.replace("_", "%5F").replace("a", "%61")
+    text = f"callback https://hooks.example.com/run?auth={encoded}&x=1 done"
+    clean, count = redact_outbound(text)
+    assert count == 1 and "aB3dE5fG7h" not in clean.replace("%61", "a")
+    assert clean == "callback https://hooks.example.com/run?auth=<redacted:github-pat>&x=1 done"
+
+
+def test_look_alike_letters_inside_a_key_do_not_hide_it() -> None:
+    cyrillic = "gh\u0440_" + TOKEN[4:]  # Cyrillic er for the p
+    fullwidth = "".join(chr(ord(c) + 0xFEE0) for c in TOKEN)  # ｇｈｐ＿…
+    for key in (cyrillic, fullwidth):
+        clean, count = redact_outbound(f"token {key} end")
+        assert (clean, count) == ("token <redacted:github-pat> end", 1), ascii(key)
+
+
+def test_a_key_wrapped_across_lines_is_redacted() -> None:
+    for joint in ("\n", "\\\n", "\n    "):
+        text = f'GH = "{TOKEN[:20]}{joint}{TOKEN[20:]}"\nnext line\n'
+        clean, count = redact_outbound(text)
+        assert count == 1 and TOKEN[4:20] not in clean and TOKEN[24:] not in clean, repr(joint)
+        assert clean.endswith('"\nnext line\n')
+
+
+def test_prose_urls_and_other_scripts_stay_as_they_are() -> None:
+    texts = [
+        "Встреча в среду: обсудить миграцию базы данных и резервное копирование.",
+        "Ο κωδικός της βάσης δεδομένων αλλάζει κάθε μήνα.",
+        "see https://example.com/search?q=hello%20world%21&lang=en%2Dus for details",
+        "the configuration\nmanagement runbook lives in ops/\nand the deployment checklist beside it",
+        "ＡＰＩ設計のメモ：全角の文字も普通に使う。",
+    ]
+    for text in texts:
+        assert redact_outbound(text) == (text, 0), text
