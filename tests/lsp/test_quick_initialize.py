@@ -12,6 +12,35 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.lsp.quick_start import frame
+from mnemo.lsp.shipped_answer import shipped_answer
+
+WINDOW_ONLY: dict[str, Any] = {"window": {}}
+VSCODE: dict[str, Any] = {  # the parts of VS Code's capabilities that pygls's answer reads
+    "general": {"positionEncodings": ["utf-16"]},
+    "textDocument": {
+        "synchronization": {
+            "dynamicRegistration": True,
+            "willSave": True,
+            "willSaveWaitUntil": True,
+            "didSave": True,
+        }
+    },
+    "workspace": {"workspaceFolders": True, "configuration": True, "applyEdit": True},
+    "window": {"workDoneProgress": True},
+}
+NEOVIM: dict[str, Any] = {
+    "general": {"positionEncodings": ["utf-8", "utf-16", "utf-32"]},
+    "textDocument": {
+        "synchronization": {
+            "dynamicRegistration": False,
+            "willSave": True,
+            "willSaveWaitUntil": True,
+            "didSave": True,
+        }
+    },
+    "workspace": {"workspaceFolders": True, "applyEdit": True},
+    "window": {"workDoneProgress": True, "showMessage": {}},
+}
 
 
 def read_message(stream: Any) -> dict[str, Any]:
@@ -28,7 +57,7 @@ def read_message(stream: Any) -> dict[str, Any]:
     return message
 
 
-def session(ws: Path, cache: Path) -> list[dict[str, Any]]:
+def session(ws: Path, cache: Path, capabilities: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """initialize, initialized, shutdown, exit; every message the server sent that answers a request."""
     env = {**os.environ, "MNEMO_CACHE_DIR": str(cache)}
     proc = subprocess.Popen(
@@ -39,7 +68,8 @@ def session(ws: Path, cache: Path) -> list[dict[str, Any]]:
         env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
-    params = {"processId": os.getpid(), "rootUri": ws.as_uri(), "capabilities": {"window": {}}}
+    caps = WINDOW_ONLY if capabilities is None else capabilities
+    params = {"processId": os.getpid(), "rootUri": ws.as_uri(), "capabilities": caps}
     proc.stdin.write(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}))
     proc.stdin.flush()
     answers = []
@@ -75,16 +105,38 @@ def test_a_recorded_answer_is_the_one_pygls_gives_and_is_sent_once(tmp_path: Pat
     ws.mkdir()
     (ws / "MEMORY.md").write_text("# Memory\n", encoding="utf-8")
     cold = session(ws, cache)
+    assert cold[0]["result"] == shipped_answer()  # no record yet: the shipped answer, at once
     records = list((cache / "lsp").glob("*.json"))
-    assert len(records) == 1  # the first start recorded pygls's answer
+    assert len(records) == 1  # the first start recorded pygls's answer for this client
+    pygls_answer = json.loads(records[0].read_text(encoding="utf-8"))
     warm = session(ws, cache)
     assert [m["id"] for m in cold] == [m["id"] for m in warm] == [1, 2]  # one answer each, no duplicate
-    assert warm[0]["result"] == cold[0]["result"]
+    assert warm[0]["result"] == pygls_answer
     assert warm[0]["result"]["serverInfo"]["name"] == "mnemo"
     assert "result" in warm[1]  # shutdown answered: the replayed initialize was handled by pygls
 
-    stale = dict(cold[0]["result"], capabilities={})
+    stale = dict(pygls_answer, capabilities={})
     records[0].write_text(json.dumps(stale), encoding="utf-8")
     sent = session(ws, cache)
     assert sent[0]["result"] == stale  # this session got the record as it was ...
-    assert json.loads(records[0].read_text(encoding="utf-8")) == cold[0]["result"]  # ... and it was mended
+    assert json.loads(records[0].read_text(encoding="utf-8")) == pygls_answer  # ... and it was mended
+
+
+def _without_false_flags(answer: dict[str, Any]) -> dict[str, Any]:
+    sync = {k: v for k, v in answer["capabilities"]["textDocumentSync"].items() if v is not False}
+    return {**answer, "capabilities": {**answer["capabilities"], "textDocumentSync": sync}}
+
+
+def test_the_shipped_answer_is_what_pygls_answers_an_editor(tmp_path: Path) -> None:
+    # A feature registered or dropped without changing mnemo/lsp/shipped_answer.py fails here.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for name, caps in (("vscode", VSCODE), ("neovim", NEOVIM), ("window-only", WINDOW_ONLY)):
+        cache = tmp_path / f"cache-{name}"
+        session(ws, cache, caps)
+        (record,) = (cache / "lsp").glob("*.json")
+        pygls_answer = json.loads(record.read_text(encoding="utf-8"))
+        if caps is WINDOW_ONLY:  # the two willSave flags absent instead of false: the same meaning
+            assert pygls_answer == _without_false_flags(shipped_answer()), name
+        else:
+            assert pygls_answer == shipped_answer(), name

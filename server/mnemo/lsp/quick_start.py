@@ -7,7 +7,9 @@ mtime of every module of this package (the features), and the client's ``capabil
 ``initializationOptions`` and ``clientInfo``. A later start with the same key sends the recorded answer as
 soon as the request is read, then loads pygls, which still handles the same request (the workspace root,
 the client's capabilities): its own answer is dropped, and if it differs from the one sent it replaces
-the record (logged), so a stale record could last one session at most. Only the standard library here.
+the record (logged), so a stale record could last one session at most. With no record for the client
+yet (the first start after an install or upgrade), the answer shipped with the package is sent
+(:mod:`mnemo.lsp.shipped_answer`) and pygls's is recorded. Only the standard library here.
 """
 
 from __future__ import annotations
@@ -104,12 +106,16 @@ def _read_message(stream: BinaryIO) -> tuple[bytes, dict[str, Any] | None]:
 class QuickStart:
     """The first message read before pygls loads, and whether ``initialize`` was answered from a record."""
 
-    def __init__(self, first: bytes, request: dict[str, Any] | None, key: str | None, sent: Any) -> None:
+    def __init__(
+        self, first: bytes, request: dict[str, Any] | None, key: str | None, sent: Any, shipped: bool = False
+    ) -> None:
         self.first = first
         self.request_id = request.get("id") if request else None
         self.key = key
         self.sent = sent
-        """The result sent from the record (None: pygls answers)."""
+        """The result sent before pygls loaded (None: pygls answers)."""
+        self.shipped = shipped
+        """Whether :attr:`sent` is the package's shipped answer (no record for this client yet)."""
 
     @classmethod
     def read(cls, stdin: BinaryIO, stdout: BinaryIO) -> QuickStart:
@@ -121,13 +127,16 @@ class QuickStart:
             key = record_key(params if isinstance(params, dict) else {})
         except (OSError, ValueError):
             return cls(first, None, None, None)
+        shipped = False
         try:
             recorded = json.loads((_cache_dir() / f"{key}.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return cls(first, message, key, None)
+            from mnemo.lsp.shipped_answer import shipped_answer
+
+            recorded, shipped = shipped_answer(), True
         stdout.write(frame({"jsonrpc": "2.0", "id": message["id"], "result": recorded}))
         stdout.flush()
-        return cls(first, message, key, recorded)
+        return cls(first, message, key, recorded, shipped)
 
     def reader(self, stream: Any) -> _Replay:
         return _Replay(self.first, stream)
@@ -139,7 +148,11 @@ class QuickStart:
         """pygls's answer to ``initialize``: recorded; True when it must be dropped (already sent)."""
         if self.key is None:
             return False
-        if self.sent is None or result != self.sent:
+        if self.shipped:  # recorded for this client's next start, whether or not it differs
+            if result != self.sent:
+                log.info("this client gets another answer to initialize than the shipped one; recorded")
+            self._record(result)
+        elif self.sent is None or result != self.sent:
             if self.sent is not None:
                 log.warning("the recorded answer to initialize was out of date; recorded again")
             self._record(result)
