@@ -106,6 +106,14 @@ def test_redaction_replaces_exactly_the_value_and_rescan_is_clean() -> None:
     assert redact_text("pw: none here") == "pw: none here"
 
 
+def test_overlapping_findings_are_redacted_to_the_furthest_end() -> None:
+    """Two findings from the same start (a plain scan's and a longer one from a decoded view): the shorter
+    one was replaced and the longer one skipped whole, so its tail stayed in the text."""
+    short = SecretFinding("r1", "d", 0, 4, 0, 10, 4, 10, "…")
+    longer = SecretFinding("r2", "d", 0, 4, 0, 20, 4, 20, "…")
+    assert redact_text("key 0123456789abcdef tail", [short, longer]) == "key <redacted:r1> tail"
+
+
 def test_overlaps_keep_the_most_specific_rule() -> None:
     text, value, _start = _plant("openai", 3)
     env = f"OPENAI_API_KEY={value}\n"

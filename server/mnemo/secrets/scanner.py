@@ -248,7 +248,8 @@ def redact_text(
     parts: list[str] = []
     cursor = 0
     for f in sorted(findings, key=lambda f: (f.start, f.end)):
-        if f.start < cursor:  # overlapping input: the earlier replacement already covers it
+        if f.start < cursor:  # overlapping input: the earlier replacement covers its head
+            cursor = max(cursor, f.end)  # and its tail goes too (a view's span may reach further)
             continue
         parts.append(text[cursor : f.start])
         parts.append(placeholder.format(rule_id=f.rule_id))
