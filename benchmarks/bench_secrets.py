@@ -1,9 +1,7 @@
 """Benchmark mnemo.secrets on a generated Markdown corpus with planted secrets and decoys.
 
 Prints precision / recall (exact value offsets), scan throughput in MB/s over a ~5 MB corpus and
-the latency of scanning one ~100 KB note (what editor diagnostics pay on a large file), and the outbound
-filter over the same notes (``redact_outbound``: the text and its percent-decoded, look-alike and
-unwrapped views): how many values it replaces against the planted ones, and its throughput.
+the latency of scanning one ~100 KB note (what editor diagnostics pay on a large file).
 
     python benchmarks/bench_secrets.py [--seed 7] [--mb 5] [--repeat 20]
 """
@@ -20,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.append(str(ROOT / "server"))  # after PYTHONPATH: a tree given there is the one measured
 
-from mnemo.policy.outbound import redact_outbound  # noqa: E402
 from mnemo.secrets import scan_text  # noqa: E402
 from mnemo.secrets.rules import default_ruleset  # noqa: E402
 from secrets_corpus import generate_corpus  # noqa: E402
@@ -61,10 +58,6 @@ def main(argv: list[str] | None = None) -> int:
         expected = {(p.start, p.end) for p in planted}
         tp, fp, fn = tp + len(got & expected), fp + len(got - expected), fn + len(expected - got)
 
-    t0 = time.perf_counter()
-    redacted = sum(redact_outbound(text)[1] for _, text, _ in corpus)
-    outbound_s = time.perf_counter() - t0
-
     big = ""
     for _, text, _ in corpus:
         if len(big.encode()) >= 100_000:
@@ -85,10 +78,6 @@ def main(argv: list[str] | None = None) -> int:
         f"precision: {tp / max(1, tp + fp):.4f}  recall: {tp / max(1, tp + fn):.4f}  (tp={tp} fp={fp} fn={fn})"
     )
     print(f"throughput: {n_bytes / 1e6 / scan_s:.2f} MB/s ({scan_s:.2f} s)")
-    print(
-        f"outbound filter: {redacted} values replaced for {tp + fn} planted, "
-        f"{n_bytes / 1e6 / outbound_s:.2f} MB/s ({outbound_s:.2f} s)"
-    )
     print(
         f"100 KB note ({len(big.encode()) / 1000:.0f} KB): median {statistics.median(times):.1f} ms, "
         f"max {max(times):.1f} ms over {args.repeat} runs"

@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from mnemo.policy.outbound_views import views
-from mnemo.secrets import scan_text
+from mnemo.secrets import redact_text, scan_text
 
 log = logging.getLogger(__name__)
 
@@ -34,36 +33,10 @@ def redact_outbound(text: str) -> tuple[str, int]:
         return text, 0
     if not text.isascii():
         text = text.translate(_INVISIBLE)
-    spans = [(f.start, f.end, f.rule_id) for f in scan_text(text)]
-    for view in views(text):
-        spans.extend((*view.original_span(f.start, f.end), f.rule_id) for f in scan_text(view.text))
-    if not spans:
+    findings = scan_text(text)
+    if not findings:
         return text, 0
-    merged = _merged(spans)
-    return _replaced(text, merged), len(merged)
-
-
-def _merged(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """Spans in order, overlapping ones as one (the first one's rule): one secret found in the text and
-    in a view, or in two views, is replaced once and counted once."""
-    out: list[tuple[int, int, str]] = []
-    for start, end, rule_id in sorted(spans):
-        if out and start < out[-1][1]:
-            last = out[-1]
-            out[-1] = (last[0], max(last[1], end), last[2])
-        else:
-            out.append((start, end, rule_id))
-    return out
-
-
-def _replaced(text: str, spans: list[tuple[int, int, str]]) -> str:
-    parts: list[str] = []
-    cursor = 0
-    for start, end, rule_id in spans:
-        parts += [text[cursor:start], PLACEHOLDER.format(rule_id=rule_id)]
-        cursor = end
-    parts.append(text[cursor:])
-    return "".join(parts)
+    return redact_text(text, findings, PLACEHOLDER), len(findings)
 
 
 def redact_outbound_many(texts: Sequence[str], where: str = "remote provider") -> tuple[list[str], int]:
