@@ -94,6 +94,23 @@ def test_pem_block_range_spans_lines() -> None:
     assert text[f.start : f.end] == value
 
 
+def test_pem_block_cut_before_its_end_line_is_found_through_its_body() -> None:
+    """A private key pasted without its END line matched no rule (both PEM rules need the END line)."""
+    _text, value, _ = _plant("pem-rsa", 9)
+    cut = value[: value.index("-----END")].rstrip("\n")
+    text = "key:\n" + cut + "\n\nThanks, see you.\n"
+    (f,) = scan_text(text)
+    assert f.rule_id == "mnemo-pem-private-key-truncated" and text[f.start : f.end] == cut
+    (full,) = scan_text("key:\n" + value + "\n")  # a whole block keeps the whole-block rule
+    assert full.rule_id == "mnemo-pem-private-key"
+    for text in (
+        "-----BEGIN RSA PRIVATE KEY-----\n...\n",
+        "a line starting `-----BEGIN OPENSSH PRIVATE KEY-----` marks a key\n",
+        "-----BEGIN PUBLIC KEY-----\n" + cut.split("\n", 1)[1] + "\n",
+    ):
+        assert scan_text(text) == [], text
+
+
 def test_redaction_replaces_exactly_the_value_and_rescan_is_clean() -> None:
     for _, text, _planted in generate_corpus(11, 25):
         findings = scan_text(text)
