@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from mnemo.secrets import redact_text, scan_text
+from mnemo.secrets import redact_text, scan_disguised, scan_text
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ def redact_outbound(text: str) -> tuple[str, int]:
     if not text.isascii():
         text = text.translate(_INVISIBLE)
     findings = scan_text(text)
+    findings += scan_disguised(text, findings)
     if not findings:
         return text, 0
     return redact_text(text, findings, PLACEHOLDER), len(findings)

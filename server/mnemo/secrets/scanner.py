@@ -237,6 +237,23 @@ def scan_text(text: str, ruleset: RuleSet | None = None) -> list[SecretFinding]:
     return findings
 
 
+def finding_at(text: str, start: int, end: int, rule_id: str, description: str) -> SecretFinding:
+    """A finding for the value ``text[start:end]``, its lines and columns computed from ``text``."""
+    line = text.count("\n", 0, start)
+    end_line = line + text.count("\n", start, end)
+    return SecretFinding(
+        rule_id=rule_id,
+        description=description,
+        line=line,
+        start_col=start - (text.rfind("\n", 0, start) + 1),
+        end_line=end_line,
+        end_col=end - (text.rfind("\n", 0, end) + 1),
+        start=start,
+        end=end,
+        preview=mask(text[start:end]),
+    )
+
+
 def redact_text(
     text: str,
     findings: Sequence[SecretFinding] | None = None,
