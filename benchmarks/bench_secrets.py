@@ -1,7 +1,9 @@
 """Benchmark mnemo.secrets on a generated Markdown corpus with planted secrets and decoys.
 
-Prints precision / recall (exact value offsets), scan throughput in MB/s over a ~5 MB corpus and
-the latency of scanning one ~100 KB note (what editor diagnostics pay on a large file).
+Prints precision / recall (exact value offsets), scan throughput in MB/s over a ~5 MB corpus, the
+latency of scanning one ~100 KB note (what editor diagnostics pay on a large file) and of the outbound
+filter (``redact_outbound``: the scan plus its decoded / look-alike / joined views) on that note, on
+~100 KB of Russian prose with Latin terms and on ~100 KB of notes full of ``%20`` links.
 
     python benchmarks/bench_secrets.py [--seed 7] [--mb 5] [--repeat 20]
 """
@@ -12,12 +14,14 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.append(str(ROOT / "server"))  # after PYTHONPATH: a tree given there is the one measured
 
+from mnemo.policy.outbound import redact_outbound  # noqa: E402
 from mnemo.secrets import scan_text  # noqa: E402
 from mnemo.secrets.rules import default_ruleset  # noqa: E402
 from secrets_corpus import generate_corpus  # noqa: E402
@@ -32,6 +36,33 @@ def corpus_of_size(seed: int, megabytes: float) -> list[tuple[str, str, list]]: 
         size += sum(len(text.encode()) for _, text, _ in part)
         batch += 1
     return corpus
+
+
+_RUSSIAN = (
+    "Сегодня обсудили архитектуру: Python-скрипт читает API-ключ из переменной окружения. "
+    "Встреча {n} перенесена на 15:30, ответственный — Ольга, версия 2.{n}.1 выйдет в пятницу.\n"
+)
+_LINKS = "- [Deploy notes {n}](https://wiki.internal/Deploy%20Notes%20{n}/Step%203%3A%20keys?q=a%20b)\n"
+
+
+def _median_ms(fn: Callable[[], object], repeat: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def _outbound_line(big: str, repeat: int) -> str:
+    russian = "".join(_RUSSIAN.format(n=n) for n in range(100_000 // len(_RUSSIAN.encode()) + 1))
+    links = "".join(_LINKS.format(n=n) for n in range(100_000 // len(_LINKS) + 1))
+    figures = [
+        f"{name} {_median_ms(lambda t=text: redact_outbound(t), repeat):.1f} ms"
+        for name, text in (("note", big), ("russian", russian), ("links", links))
+    ]
+    return "outbound filter, ~100 KB, median: " + ", ".join(figures)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         f"100 KB note ({len(big.encode()) / 1000:.0f} KB): median {statistics.median(times):.1f} ms, "
         f"max {max(times):.1f} ms over {args.repeat} runs"
     )
+    print(_outbound_line(big, args.repeat))
     return 0
 
 
