@@ -59,7 +59,8 @@ _HIDDEN = (".mnemo",)
 ``connect()`` to a Unix socket in it (the index-sharing socket answers "yield", a re-index, feedback)."""
 HIDDEN_RUN = "/run"
 """Hidden under an empty tmpfs (host sockets: D-Bus, systemd, docker, containerd); the resolver's folder
-is bound back for DNS when the network is on."""
+is bound back for DNS only with the whole network (``network = true``): its varlink socket resolves any
+name without a network, so elsewhere it would be a way out (``<secret>.attacker.example``)."""
 _RESOLVER = "/run/systemd/resolve"
 SANDBOX_ID = 65534
 """The uid and gid a command runs as inside its user namespace (``nobody``), whoever runs mnemo."""
@@ -206,7 +207,7 @@ def bwrap_argv(
         argv += ["--tmpfs", home]  # hide the real home (keys, tokens) unless the workspace is in it
     if not _under(ws, HIDDEN_RUN):
         argv += ["--tmpfs", HIDDEN_RUN]
-        if os.path.isdir(_RESOLVER):
+        if network and wiring is None and os.path.isdir(_RESOLVER):  # its socket answers any lookup
             argv += ["--ro-bind", _RESOLVER, _RESOLVER]
     argv += ["--bind", ws, ws]
     for path in read_only:  # top-level workspace entries, bound after (over) the workspace
