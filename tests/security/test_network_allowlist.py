@@ -1,6 +1,6 @@
 """Issue 18, point 6: ``policy.network_domains`` — a sandboxed command reaches only the listed domains.
 
-Loopback HTTP servers stand in for the allowed and the denied names; ``network_hosts`` pins the names
+Loopback HTTP(S) servers (``tests/security/conftest.py``) stand in for the allowed and the denied names; ``network_hosts`` pins the names
 to 127.0.0.1 (the test-only resolver mapping), so nothing leaves the machine. Every command runs in the
 real bubblewrap sandbox with its own network namespace, the filtering proxy outside it, and the
 forwarder inside it. Skipped, loudly, where bwrap cannot start.
@@ -9,11 +9,8 @@ forwarder inside it. Skipped, loudly, where bwrap cannot start.
 from __future__ import annotations
 
 import errno
-import http.server
 import json
 import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from mnemo.policy import sandbox as sb
 from mnemo.policy.approvals import ApprovalRequest, Choice
 from mnemo.policy.gate import ToolGate
 from mnemo.policy.netproxy import FilteringProxy, NetworkAllowlist, NetworkEvent
+from tests.security.sites import Site
 
 
 def _bwrap_works() -> bool:
@@ -40,7 +38,7 @@ pytestmark = pytest.mark.timeout(60)
 
 # Runs inside the sandbox: each probe's outcome as JSON on stdout.
 PROBE = r"""
-import http.client, json, os, socket, sys, urllib.error, urllib.parse, urllib.request
+import http.client, json, os, socket, ssl, sys, urllib.error, urllib.parse, urllib.request
 
 def get(url):
     try:
@@ -51,10 +49,11 @@ def get(url):
     except Exception as e:
         return [0, type(e).__name__ + ": " + str(e)]
 
-def tunnel(target):  # CONNECT host:port through the proxy, then a plain request inside the tunnel
+def tunnel(target):  # CONNECT host:port through the proxy, then HTTPS inside the tunnel
     host, port = target.rsplit(":", 1)
     proxy = urllib.parse.urlsplit(os.environ["https_proxy"])
-    c = http.client.HTTPConnection(proxy.hostname, proxy.port, timeout=5)
+    tls = ssl.create_default_context(cafile="ca.pem") if os.path.exists("ca.pem") else None
+    c = http.client.HTTPSConnection(proxy.hostname, proxy.port, timeout=5, context=tls)
     c.set_tunnel(host, int(port))
     try:
         c.request("GET", "/tunnel")
@@ -77,45 +76,6 @@ for arg in sys.argv[1:]:
     out[arg] = {"get": get, "tunnel": tunnel, "direct": direct}[kind](what)
 print(json.dumps(out))
 """
-
-
-class Site(http.server.ThreadingHTTPServer):
-    """A loopback HTTP server standing in for one name; it remembers each request's Host header."""
-
-    def __init__(self, label: str) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.label = label
-        self.hosts: list[str] = []
-
-    @property
-    def port(self) -> int:
-        return int(self.server_address[1])
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    server: Site
-
-    def do_GET(self) -> None:
-        self.server.hosts.append(self.headers.get("Host", ""))
-        body = f"{self.server.label} {self.path}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def sites() -> Iterator[tuple[Site, Site]]:
-    allowed, denied = Site("allowed"), Site("denied")
-    for site in (allowed, denied):
-        threading.Thread(target=site.serve_forever, daemon=True).start()
-    yield allowed, denied
-    for site in (allowed, denied):
-        site.shutdown()
-        site.server_close()
 
 
 @pytest.fixture
@@ -143,15 +103,17 @@ def probe(ws: Path, *args: str, allowlist: NetworkAllowlist = ALLOWLIST) -> tupl
 
 
 @needs_bwrap
-def test_allowed_names_are_reached_through_the_proxy(ws: Path, sites: tuple[Site, Site]) -> None:
+def test_allowed_names_are_reached_through_the_proxy(
+    ws: Path, sites: tuple[Site, Site], tls_site: Site
+) -> None:
     allowed, _ = sites
-    a = allowed.port
+    a, t = allowed.port, tls_site.port
     out, events = probe(
-        ws, f"get=http://allowed.test:{a}/x", f"get=http://api.wild.test:{a}/y", f"tunnel=allowed.test:{a}"
+        ws, f"get=http://allowed.test:{a}/x", f"get=http://api.wild.test:{a}/y", f"tunnel=allowed.test:{t}"
     )
     assert out[f"get=http://allowed.test:{a}/x"] == [200, "allowed /x"]
     assert out[f"get=http://api.wild.test:{a}/y"] == [200, "allowed /y"]
-    assert out[f"tunnel=allowed.test:{a}"] == [200, "allowed /tunnel"]
+    assert out[f"tunnel=allowed.test:{t}"] == [200, "tls /tunnel"]
     assert [(e.host, e.allowed) for e in events] == [
         ("allowed.test", True),
         ("api.wild.test", True),

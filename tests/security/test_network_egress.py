@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from mnemo.policy import run_sandboxed
 from mnemo.policy import sandbox as sb
 from mnemo.policy.netproxy import NetWiring, NetworkEvent
+from tests.security.sites import Site
 from tests.security.test_network_allowlist import ALLOWLIST, needs_bwrap
 
 pytestmark = pytest.mark.timeout(60)
@@ -105,3 +107,39 @@ def test_no_dns_udp_raw_or_ipv6_way_out_of_a_filtered_sandbox(ws: Path) -> None:
     assert out["run"] == []  # no host sockets, the resolver's included
     assert events == []
 
+
+@needs_bwrap
+def test_tls_fronting_from_the_sandbox_is_refused(ws: Path, tls_site: Site) -> None:
+    (ws / "egress.py").write_text(EGRESS, encoding="utf-8")
+    events: list[NetworkEvent] = []
+    target = f"allowed.test:{tls_site.port}"
+    fronted = run_sandboxed(
+        f"python3 egress.py front {target} denied.test",
+        ws,
+        network_domains=ALLOWLIST,
+        on_network=events.append,
+    )
+    honest = run_sandboxed(f"python3 egress.py front {target} allowed.test", ws, network_domains=ALLOWLIST)
+    assert "ACCESS_DENIED" in json.loads(fronted.stdout)["front"].upper()  # the client's TLS alert
+    assert json.loads(honest.stdout)["front"].startswith("HTTP/1.0 200")
+    assert tls_site.hosts == ["allowed.test"]  # only the honest request reached the server
+    assert [(e.allowed, e.reason) for e in events] == [
+        (True, "in policy.network_domains"),
+        (False, "the TLS ClientHello asks for 'denied.test', not allowed.test"),
+    ]
+
+
+@needs_bwrap
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_curl_still_gets_through_to_an_allowed_name(ws: Path, tls_site: Site) -> None:
+    """The stricter proxy still takes what real clients send (curl's CONNECT and absolute-form heads)."""
+    p = tls_site.port
+    result = run_sandboxed(
+        f"curl -sS --cacert ca.pem https://allowed.test:{p}/curl; echo; "
+        f"curl -sS -o /dev/null -w '%{{http_code}}' --cacert ca.pem https://denied.test:{p}/",
+        ws,
+        network_domains=ALLOWLIST,
+    )
+    lines = result.stdout.splitlines()
+    assert lines[0] == "tls /curl" and lines[1] in ("000", "403"), result.stdout + result.stderr
+    assert tls_site.hosts == [f"allowed.test:{p}"]

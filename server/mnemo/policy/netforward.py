@@ -20,7 +20,7 @@ import sys
 import threading
 
 
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
+def pipe(src: socket.socket, dst: socket.socket) -> None:
     """Copy ``src`` to ``dst`` until EOF, then half-close ``dst`` (the other direction goes on)."""
     try:
         while True:
@@ -36,9 +36,9 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
 
 def splice(client: socket.socket, upstream: socket.socket) -> None:
     """Copy both ways until both directions end (the proxy outside the sandbox relays with it too)."""
-    back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+    back = threading.Thread(target=pipe, args=(upstream, client), daemon=True)
     back.start()
-    _pipe(client, upstream)
+    pipe(client, upstream)
     back.join()
 
 

@@ -8,13 +8,18 @@ on a Unix socket in a private temporary folder that bubblewrap binds read-only i
 point there. So curl, pip, git, npm and Python's urllib reach the network only through the proxy, which:
 
 * reads one request head (``CONNECT host:port`` for HTTPS and any other TLS, or an absolute
-  ``http://`` URL) and checks the host against the allowlist (``example.com`` exactly, ``*.example.com``
-  for its subdomains) *before* it resolves anything: a refused name is never looked up;
-* refuses everything else with ``403`` and reports it (:class:`NetworkEvent`, audited by the gate);
+  ``http://`` URL), strictly (:mod:`mnemo.policy.nethttp`: no second reading of the host, no ``Host``
+  header naming another one), within ``head_timeout_s``, and checks the host against the allowlist
+  (``example.com`` exactly, ``*.example.com`` for its subdomains) *before* it resolves anything: a refused
+  name is never looked up;
+* refuses everything else with ``403`` (or ``400``, ``408``, ``411``, ``503``) and the reason, and
+  reports it (:class:`NetworkEvent`, audited by the gate);
 * refuses an IP literal not listed as such, and a listed name whose addresses are not public
   (loopback, private, link-local: this machine's services, the cloud metadata endpoint) unless the
   name is pinned in ``policy.network_hosts`` (name -> address: for tests, and to pin an intranet host);
-* connects to the address it resolved itself, then relays bytes both ways (TLS stays end to end).
+* connects to the address it resolved itself; a tunnel then carries TLS only, and only once its first
+  ClientHello names the CONNECT host (:mod:`mnemo.policy.nettls`: no domain fronting by SNI, no ECH);
+  a plain request goes on as one request, its body to its ``Content-Length`` and nothing after it.
 
 A program that ignores the proxy variables gets nowhere: there is no route out of the namespace.
 """
@@ -22,21 +27,30 @@ A program that ignores the proxy variables gets nowhere: there is no route out o
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import os
-import re
 import socket
 import sys
 import tempfile
 import threading
-import urllib.parse
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mnemo.policy import netforward
+from mnemo.policy import netforward, nettls
+from mnemo.policy.nethttp import (
+    Refusal,
+    Request,
+    ip_literal,
+    is_host_name,
+    normalize_host,
+    parse_request,
+    read_head,
+)
+
+__all__ = ["FilteringProxy", "NetworkAllowlist", "NetworkEvent", "check_domain", "normalize_host"]
 
 log = logging.getLogger(__name__)
 
@@ -44,32 +58,26 @@ INSIDE = "/tmp/.mnemo-net"
 """Where the proxy's folder (its socket and the forwarder) appears inside the sandbox."""
 PROXY_PORT = 3128
 SOCKET_NAME = "proxy.sock"
-MAX_HEAD_BYTES = 64 * 1024
-_PHRASES = {400: "Bad Request", 403: "Forbidden", 431: "Request Header Fields Too Large", 502: "Bad Gateway"}
+_PHRASES = {
+    400: "Bad Request",
+    403: "Forbidden",
+    408: "Request Timeout",
+    411: "Length Required",
+    431: "Request Header Fields Too Large",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
 Resolver = Callable[[str, int], list[str]]
-_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")  # ASCII: write IDNs in punycode
-
-
-def normalize_host(host: str) -> str:
-    """Lower case, no trailing dot, no IPv6 brackets."""
-    return host.strip().strip("[]").rstrip(".").lower()
-
-
-def _literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
 
 
 def check_domain(pattern: str) -> str:
     """A ``network_domains`` entry, normalised; ValueError when it is not a name, ``*.name`` or an IP."""
     name = normalize_host(pattern)
     bare = name[2:] if name.startswith("*.") else name
-    if _literal(bare) is not None and bare == name:
-        return str(_literal(bare))
+    if (literal := ip_literal(bare)) is not None and bare == name:
+        return str(literal)
     labels = bare.split(".")
-    if not bare or "*" in bare or not all(_LABEL.fullmatch(label) for label in labels):
+    if "*" in bare or not is_host_name(bare):
         raise ValueError(f"{pattern!r} is not a domain name or *.domain")
     if name.startswith("*.") and len(labels) < 2:
         raise ValueError(f"{pattern!r} would allow a whole top-level domain")
@@ -86,7 +94,7 @@ class NetworkAllowlist:
 
     def allows(self, host: str) -> bool:
         name = normalize_host(host)
-        literal = _literal(name)
+        literal = ip_literal(name)
         if literal is not None:
             return str(literal) in self.domains
         return any(name.endswith(d[1:]) if d.startswith("*.") else name == d for d in self.domains if d)
@@ -118,38 +126,15 @@ class NetworkEvent:
         }
 
 
-class _Refusal(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
 def _resolve(host: str, port: int) -> list[str]:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-def parse_target(method: str, target: str) -> tuple[str, int, str]:
-    """(host, port, origin-form path) of a proxy request; the path is '' for CONNECT."""
-    if method == "CONNECT":
-        url = urllib.parse.urlsplit("//" + target)
-        default, path = 443, ""
-    else:
-        url = urllib.parse.urlsplit(target)
-        if url.scheme != "http":
-            raise _Refusal(400, "the proxy takes CONNECT host:port or an absolute http:// URL")
-        default, path = 80, (url.path or "/") + (f"?{url.query}" if url.query else "")
-    try:
-        port = url.port or default
-    except ValueError as exc:
-        raise _Refusal(400, f"bad port in {target!r}") from exc
-    if not url.hostname:
-        raise _Refusal(400, f"no host in {target!r}")
-    return normalize_host(url.hostname), port, path
-
-
 class FilteringProxy:
-    """The allowlisting proxy on a Unix socket; a thread per connection, all closed by :meth:`close`."""
+    """The allowlisting proxy on a Unix socket: a thread per connection, at most ``max_connections`` at
+    once (more get ``503``), a request head (and a tunnel's ClientHello) due within ``head_timeout_s``;
+    all closed by :meth:`close`."""
 
     def __init__(
         self,
@@ -159,12 +144,17 @@ class FilteringProxy:
         *,
         resolve: Resolver = _resolve,
         connect_timeout_s: float = 10.0,
+        head_timeout_s: float = 10.0,
+        max_connections: int = 128,
     ) -> None:
         self.allowlist = allowlist
         self.socket_path = socket_path
         self.on_event = on_event
         self.resolve = resolve
         self.connect_timeout_s = connect_timeout_s
+        self.head_timeout_s = head_timeout_s
+        self.max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -212,7 +202,10 @@ class FilteringProxy:
                 continue
             except OSError:
                 return
-            client.settimeout(None)
+            if not self._slots.acquire(blocking=False):
+                _answer(client, 503, f"more than {self.max_connections} connections at once")
+                client.close()
+                continue
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     # -- one connection -------------------------------------------------------------------------------
@@ -220,14 +213,16 @@ class FilteringProxy:
         upstream: socket.socket | None = None
         try:
             self._track(client)
-            client.settimeout(30)
-            head, rest = _read_head(client)
-            upstream = self._open_upstream(client, head, rest)
-            client.settimeout(None)
-            netforward.splice(client, upstream)
-        except _Refusal as refusal:
+            head, rest = read_head(client, time.monotonic() + self.head_timeout_s)
+            request = parse_request(head)
+            upstream = self._open_upstream(request)
+            if request.is_tunnel:
+                self._tunnel(client, upstream, request, rest)
+            else:
+                self._forward(client, upstream, request, rest)
+        except Refusal as refusal:
             _answer(client, refusal.status, refusal.reason)
-        except OSError as exc:
+        except (OSError, EOFError) as exc:
             log.debug("proxy connection ended: %s", exc)
         finally:
             for sock in (client, upstream):
@@ -235,48 +230,67 @@ class FilteringProxy:
                     with self._lock:
                         self._open.discard(sock)
                     sock.close()
+            self._slots.release()
 
-    def _open_upstream(self, client: socket.socket, head: bytes, rest: bytes) -> socket.socket:
-        line, _, header_block = head.partition(b"\r\n")
-        parts = line.decode("latin-1").split()
-        if len(parts) != 3:
-            raise _Refusal(400, "malformed request line")
-        method, target, version = parts
-        host, port, path = parse_target(method.upper(), target)
+    def _open_upstream(self, request: Request) -> socket.socket:
+        host, port, method = request.host, request.port, request.method
         if not self.allowlist.allows(host):  # decided on the name: a refused one is never resolved
             self._report(NetworkEvent(host, port, method, False, "not in policy.network_domains"))
-            raise _Refusal(403, f"{host} is not in policy.network_domains; the connection was refused")
+            raise Refusal(403, f"{host} is not in policy.network_domains; the connection was refused")
         address = self._address(host, port, method)
         self._report(NetworkEvent(host, port, method, True, "in policy.network_domains", address))
         try:
             upstream = socket.create_connection((address, port), timeout=self.connect_timeout_s)
         except OSError as exc:
-            raise _Refusal(502, f"cannot connect to {host}:{port}: {exc}") from exc
+            raise Refusal(502, f"cannot connect to {host}:{port}: {exc}") from exc
         self._track(upstream)
         upstream.settimeout(None)
-        if method.upper() == "CONNECT":
-            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            if rest:
-                upstream.sendall(rest)
-        else:
-            upstream.sendall(_origin_request(method, path, version, header_block, host, port) + rest)
         return upstream
+
+    def _tunnel(self, client: socket.socket, upstream: socket.socket, request: Request, rest: bytes) -> None:
+        """Open the tunnel, and forward it once its first ClientHello names the CONNECT host."""
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        try:
+            raw, hello = nettls.read_client_hello(client, rest, time.monotonic() + self.head_timeout_s)
+            _check_server_name(nettls.server_name(hello), request.host)
+        except nettls.TlsRefusal as refusal:
+            with contextlib.suppress(Refusal):  # refused either way
+                self._report(NetworkEvent(request.host, request.port, request.method, False, str(refusal)))
+            with contextlib.suppress(OSError):
+                client.sendall(nettls.ACCESS_DENIED)
+            return
+        client.settimeout(None)
+        upstream.sendall(raw)
+        netforward.splice(client, upstream)
+
+    def _forward(self, client: socket.socket, upstream: socket.socket, request: Request, rest: bytes) -> None:
+        """One plain HTTP request, its body to its length and nothing after it; the answer back."""
+        client.settimeout(None)
+        upstream.sendall(request.origin_form())
+        back = threading.Thread(target=netforward.pipe, args=(upstream, client), daemon=True)
+        back.start()  # now: an ``Expect: 100-continue`` answer reaches the client before its body is sent
+        left, chunk = request.body_length, rest[: request.body_length]
+        while chunk:
+            upstream.sendall(chunk)
+            left -= len(chunk)
+            chunk = client.recv(min(65536, left)) if left else b""
+        back.join()
 
     def _address(self, host: str, port: int, method: str) -> str:
         pinned = self.allowlist.hosts.get(host)
         if pinned:
             return pinned
-        if _literal(host) is not None:
+        if ip_literal(host) is not None:
             return host  # listed as such in network_domains
         try:
             found = self.resolve(host, port)
         except OSError as exc:
-            raise _Refusal(502, f"cannot resolve {host}: {exc}") from exc
-        public = [a for a in found if (ip := _literal(a)) is not None and ip.is_global]
+            raise Refusal(502, f"cannot resolve {host}: {exc}") from exc
+        public = [a for a in found if (ip := ip_literal(a)) is not None and ip.is_global]
         if not public:
             why = f"{host} resolves to no public address ({', '.join(found) or 'none'})"
             self._report(NetworkEvent(host, port, method, False, why))
-            raise _Refusal(403, why + "; pin it in policy.network_hosts to reach it")
+            raise Refusal(403, why + "; pin it in policy.network_hosts to reach it")
         return public[0]
 
     def _report(self, event: NetworkEvent) -> None:
@@ -286,32 +300,16 @@ class FilteringProxy:
             self.on_event(event)
         except Exception as exc:  # an unrecorded connection is a refused one
             log.error("network event not recorded (%s): refusing %s", exc, event.host)
-            raise _Refusal(403, f"the connection could not be recorded ({exc})") from exc
+            raise Refusal(403, f"the connection could not be recorded ({exc})") from exc
 
 
-def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        if len(buf) > MAX_HEAD_BYTES:
-            raise _Refusal(431, "the request head is too large")
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise OSError("the client closed before sending a request")
-        buf += chunk
-    head, _, rest = buf.partition(b"\r\n\r\n")
-    return head, rest
-
-
-_HOP_BY_HOP = (b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive")
-
-
-def _origin_request(method: str, path: str, version: str, headers: bytes, host: str, port: int) -> bytes:
-    """The request as the origin server expects it: origin-form path, no proxy headers, one request."""
-    kept = [h for h in headers.split(b"\r\n") if h and h.split(b":", 1)[0].strip().lower() not in _HOP_BY_HOP]
-    if not any(h.split(b":", 1)[0].strip().lower() == b"host" for h in kept):
-        kept.insert(0, f"Host: {host}{'' if port == 80 else f':{port}'}".encode())
-    lines = [f"{method} {path} {version}".encode("latin-1"), *kept, b"Connection: close"]
-    return b"\r\n".join(lines) + b"\r\n\r\n"
+def _check_server_name(name: str | None, host: str) -> None:
+    """The ClientHello must name the CONNECT host (and none for an IP literal, as clients send none)."""
+    expected = None if ip_literal(host) is not None else host
+    if name is None and expected is not None:
+        raise nettls.TlsRefusal("the TLS ClientHello has no server name (SNI): the site cannot be checked")
+    if name is not None and normalize_host(name) != expected:
+        raise nettls.TlsRefusal(f"the TLS ClientHello asks for {name!r}, not {host}")
 
 
 def _answer(sock: socket.socket, status: int, reason: str) -> None:
@@ -321,6 +319,7 @@ def _answer(sock: socket.socket, status: int, reason: str) -> None:
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     with contextlib.suppress(OSError):
+        sock.settimeout(5)
         sock.sendall(head.encode() + body)
 
 
