@@ -41,6 +41,12 @@ DERIVED_KEYWORDS = {"database-password": ["passw", "pwd"]}
 ANCHORED = {"generic-api-key"}
 
 
+# gitleaks ends most keys at a quote, a space or ";"; a key in a URL's query (``?key=...&x=1``), a Markdown
+# link (``(https://...?key=...)``) or a table cell ends at these too, else it is missed.
+TERMINATOR = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
+TERMINATOR_IN_LINKS = r"""(?:[\x60'"\s;&),\]}>|#]|\\[nr]|$)"""
+
+
 def go_to_python(pattern: str) -> tuple[str, int]:
     """Return the Python `regex` pattern and how far the match start must be re-extended left."""
     extend = 0
@@ -50,7 +56,7 @@ def go_to_python(pattern: str) -> tuple[str, int]:
     elif pattern.startswith(PREFIX + "(?i:" + PREFIX):
         pattern = "(?i:" + pattern[len(PREFIX + "(?i:" + PREFIX) :]
         extend = 50
-    return pattern.replace(r"\z", r"\Z"), extend
+    return pattern.replace(r"\z", r"\Z").replace(TERMINATOR, TERMINATOR_IN_LINKS), extend
 
 
 def convert_allowlist(al: dict[str, Any]) -> dict[str, Any] | None:

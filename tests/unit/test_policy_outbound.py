@@ -210,3 +210,16 @@ def test_a_key_split_across_lines_or_strings_is_redacted(text: str) -> None:
 )
 def test_ordinary_notes_pass_the_outbound_filter_untouched(text: str) -> None:
     assert redact_outbound(text) == (text, 0)
+
+
+ANTHROPIC = "sk-ant-api03-" + ("aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5" * 3)[:93] + "AA"
+
+
+@pytest.mark.parametrize("after", ["&stream=1", ")", "#top", ",next", "|", "]", ">"])
+def test_a_key_in_a_url_query_or_a_markdown_link_is_redacted(after: str) -> None:
+    # 148 of gitleaks' rules ended a key at a quote, a space or ";" only: `?key=...&stream=1` passed.
+    text = f"[docs](https://api.example.com/v1?key={ANTHROPIC}{after}"
+    clean, count = redact_outbound(text)
+    assert (
+        count == 1 and clean == f"[docs](https://api.example.com/v1?key=<redacted:anthropic-api-key>{after}"
+    )
