@@ -216,6 +216,8 @@ def bwrap_argv(
             argv += ["--tmpfs", inside, "--remount-ro", inside]
         else:
             argv += ["--ro-bind", inside, inside]
+    for private in _private_dirs(ws):  # after the workspace: hidden even where the workspace holds it
+        argv += ["--tmpfs", private, "--remount-ro", private]
     if wiring is not None:
         argv += wiring.binds
     argv += ["--chdir", ws, "--unshare-all", "--unshare-user", "--disable-userns"]
@@ -238,6 +240,25 @@ def bwrap_argv(
 
 def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _private_dirs(ws: str) -> list[str]:
+    """mnemo's own folders a command must neither read nor write, wherever the workspace lies: the audit
+    key's (the HMAC key and the anchors of every workspace's log). The home folder is visible when the
+    workspace lies in it, and writable when the workspace is the home folder itself. Only where the
+    sandbox would show it (not under a hidden home or the private /tmp, unless the workspace holds it)."""
+    try:
+        from mnemo.policy.audit_format import default_key_path
+
+        folder = os.path.realpath(default_key_path().parent)
+    except ImportError:  # this module loaded on its own: platformdirs' answer on Linux
+        data = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
+        folder = os.path.realpath(os.path.join(data, "mnemo"))
+    home = hidden_home(ws)
+    covered = (home is not None and _under(folder, home)) or _under(folder, "/tmp")
+    if not os.path.isdir(folder) or _under(ws, folder) or (covered and not _under(folder, ws)):
+        return []
+    return [folder]
 
 
 def hidden_home(ws: str) -> str | None:
