@@ -83,7 +83,7 @@ def parse_line(raw: bytes) -> Line | str:
     if found is None:
         try:
             loose = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than json can follow
             return "not a valid audit entry"
         if isinstance(loose, dict) and "hash" in loose and "hmac" in loose:
             return "reformatted: not the bytes mnemo wrote" if "ws" in loose else OLD_FORMAT
@@ -92,10 +92,22 @@ def parse_line(raw: bytes) -> Line | str:
     try:
         entry = json.loads(body + b"}")
         seq, prev, ws = entry["seq"], entry["prev"], entry["ws"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return "not a valid audit entry"
     digest, mac = found.group(1).decode(), found.group(2).decode()
     return Line(seq, prev, ws, digest, mac, hashlib.sha256(body).hexdigest() == digest)
+
+
+def is_torn(raw: bytes) -> bool:
+    """Whether a line that is not an entry looks like the start of one cut short by a crash mid-write: it
+    begins as every line mnemo writes does and is not complete JSON."""
+    if not raw.startswith(b'{"data":'):
+        return False
+    try:
+        json.loads(raw)
+    except (ValueError, RecursionError):
+        return True
+    return False
 
 
 def tail(fd: int, size: int) -> tuple[int, str, bool]:

@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from mnemo.policy.audit_format import GENESIS, OLD_FORMAT, Anchor, parse_line
+from mnemo.policy.audit_format import GENESIS, OLD_FORMAT, Anchor, Line, is_torn, parse_line
+
+_INVALID = "not a valid audit entry"
+_TRACKED_GAP = 100_000
+"""Removed seqs remembered (to tell a reordered entry); a larger gap is reported, not enumerated."""
 
 
 class SignedLog(Protocol):
@@ -61,110 +65,152 @@ def verify_log(log: SignedLog) -> VerifyReport:
             f"{log.path} was replaced: it is not the file mnemo wrote (device/inode "
             f"{st.st_dev}/{st.st_ino}, recorded {anchor.dev}/{anchor.ino})"
         )
-    with open(log.path, "rb") as fh:  # lstat said a regular file; O_NOFOLLOW-equivalent below
+    try:  # no link (lstat said a regular file), no FIFO swapped in meanwhile to block the read
+        fd = os.open(log.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return VerifyReport(False, 0, [f"{log.path} cannot be opened safely ({exc})"])
+    with open(fd, "rb") as fh:
         if os.fstat(fh.fileno()).st_ino != st.st_ino:
             return VerifyReport(False, 0, [f"{log.path} changed while it was verified"])
         raw = fh.read()
-    count, hashes, last = _check_lines(log, raw, problems)
-    _check_tail(log, anchor, hashes, last, count, problems)
-    return VerifyReport(not problems, count, problems, _restarts(raw))
+    chain = _Chain(log, problems)
+    lines = raw.split(b"\n")
+    end = lines.pop()
+    for lineno, text in enumerate(lines, start=1):
+        chain.line(lineno, text)
+    chain.finish()
+    before = len(problems)
+    _check_tail(log, anchor, chain.hashes, chain.next_seq, problems)
+    if end:  # no newline after it: a crash mid-write, or a cut inside an entry (then the tail says so)
+        if is_torn(end) and len(problems) == before:
+            chain.notes.append(
+                f"line {len(lines) + 1}: torn last line (mnemo stopped while writing it): not an entry"
+            )
+        else:
+            problems.insert(before, f"line {len(lines) + 1}: truncated last line (torn write or cut tail)")
+    return VerifyReport(not problems, chain.count, problems, chain.notes + _restarts(chain.trusted))
 
 
-def _restarts(raw: bytes) -> list[str]:
-    """What the log's ``log_restarted`` entries say (shown by verify even when the chain is intact)."""
+def _restarts(trusted: list[bytes]) -> list[str]:
+    """What the log's signed ``log_restarted`` entries say (shown even when the chain is intact)."""
     notes: list[str] = []
-    for line in raw.splitlines():
-        if b'"kind":"log_restarted"' not in line:
+    for line in trusted:
+        entry = json.loads(line)
+        data = entry.get("data")
+        if entry.get("kind") != "log_restarted" or not isinstance(data, dict):
             continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        tail = entry.get("data", {}).get("previous_tail") or {}
-        lost = f"; entries up to seq {tail['seq']} of the previous log are not here" if "seq" in tail else ""
-        notes.append(f"seq {entry.get('seq')}: restarted — {entry.get('data', {}).get('reason')}{lost}")
+        tail = data.get("previous_tail")
+        seq = tail.get("seq") if isinstance(tail, dict) else None
+        lost = f"; entries up to seq {seq} of the previous log are not here" if seq is not None else ""
+        notes.append(f"seq {entry.get('seq')}: restarted — {data.get('reason')}{lost}")
     return notes
 
 
-def _check_lines(
-    log: SignedLog, raw: bytes, problems: list[str]
-) -> tuple[int, dict[int, str], tuple[int, str]]:
-    """Per-line checks; (entries, seq -> hash, (next expected seq, last hash))."""
-    lines = raw.split(b"\n")
-    torn = lines.pop() if lines else b""
-    if torn:
-        problems.append(f"line {len(lines) + 1}: truncated last line (torn write or cut tail)")
-    count, missing, foreign = 0, set[int](), []
-    hashes: dict[int, str] = {}
-    expected_seq, expected_prev = 0, GENESIS
-    for lineno, text in enumerate(lines, start=1):
+class _Chain:
+    """The per-line checks, line by line: bytes, HMAC, workspace, seq continuity and the prev chain."""
+
+    def __init__(self, log: SignedLog, problems: list[str]) -> None:
+        self.log, self.problems = log, problems
+        self.notes: list[str] = []
+        self.count, self.next_seq, self.prev = 0, 0, GENESIS
+        self.hashes: dict[int, str] = {}
+        """seq -> hash of each entry read."""
+        self.trusted: list[bytes] = []
+        """The lines whose bytes, HMAC and workspace check out (where restart notes are read)."""
+        self.missing: set[int] = set()
+        self.foreign: list[int] = []
+        self.old_format = False
+        self.torn: int | None = None
+        """A line that looks cut short by a crash, until the next line says whether the chain goes on."""
+
+    def line(self, lineno: int, text: bytes) -> None:
+        if self.old_format:
+            return
         line = parse_line(text)
         if isinstance(line, str):
-            problems.append(f"line {lineno}: {line}")
-            if line == OLD_FORMAT:
-                break
-            continue
-        count += 1
-        seq = line.seq
-        if not line.content_ok:
-            problems.append(f"line {lineno} (seq {seq}): edited: content does not match its hash")
-        if not hmac.compare_digest(log.entry_mac(line.digest), line.mac):
-            problems.append(f"line {lineno} (seq {seq}): hmac mismatch (forged or re-hashed entry)")
-        if line.ws != log.workspace_id:
-            foreign.append(lineno)
-        if seq != expected_seq:
-            if isinstance(seq, int) and seq > expected_seq:
-                what = f"entries {expected_seq}..{seq - 1} removed" if seq - 1 > expected_seq else ""
-                what = what or f"entry {expected_seq} removed"
-                problems.append(f"line {lineno} (seq {seq}): seq gap: {what}")
+            self.old_format = line == OLD_FORMAT  # (one message for the whole log)
+            self._settle_torn(continues=False)
+            if line == _INVALID and is_torn(text):
+                self.torn = lineno
             else:
-                problems.append(
-                    f"line {lineno} (seq {seq}): out of order or inserted (expected seq {expected_seq})"
+                self.problems.append(f"line {lineno}: {line}")
+            return
+        self._settle_torn(continues=line.seq == self.next_seq and line.prev == self.prev)
+        self.count += 1
+        signed = hmac.compare_digest(self.log.entry_mac(line.digest), line.mac)
+        if not line.content_ok:
+            self.problems.append(f"line {lineno} (seq {line.seq}): edited: content does not match its hash")
+        if not signed:
+            self.problems.append(f"line {lineno} (seq {line.seq}): hmac mismatch (forged or re-hashed entry)")
+        if line.ws != self.log.workspace_id:
+            self.foreign.append(lineno)
+        elif signed and line.content_ok:
+            self.trusted.append(text)
+        self._sequence(lineno, line)
+
+    def _settle_torn(self, *, continues: bool) -> None:
+        if self.torn is None:
+            return
+        if continues:
+            self.notes.append(
+                f"line {self.torn}: torn line (mnemo stopped while writing it): the next entry follows on"
+            )
+        else:
+            self.problems.append(f"line {self.torn}: {_INVALID}")
+        self.torn = None
+
+    def _sequence(self, lineno: int, line: Line) -> None:
+        seq, expected = line.seq, self.next_seq
+        if seq != expected:
+            if isinstance(seq, int) and seq > expected:
+                what = f"entries {expected}..{seq - 1} removed" if seq - 1 > expected else ""
+                self.problems.append(
+                    f"line {lineno} (seq {seq}): seq gap: {what or f'entry {expected} removed'}"
                 )
-        elif line.prev != expected_prev and line.content_ok:
-            problems.append(f"line {lineno} (seq {seq}): prev mismatch: chain broken before this entry")
-        if isinstance(seq, int) and seq < expected_seq and seq in missing:
-            problems[-1] += f" (reordered: seq {seq} was expected before line {lineno})"
-        if isinstance(seq, int) and seq > expected_seq:
-            missing.update(range(expected_seq, seq))
+            else:
+                self.problems.append(
+                    f"line {lineno} (seq {seq}): out of order or inserted (expected seq {expected})"
+                )
+        elif line.prev != self.prev and line.content_ok:
+            self.problems.append(f"line {lineno} (seq {seq}): prev mismatch: chain broken before this entry")
+        if isinstance(seq, int) and seq < expected and seq in self.missing:
+            self.problems[-1] += f" (reordered: seq {seq} was expected before line {lineno})"
+        if isinstance(seq, int) and expected < seq <= expected + _TRACKED_GAP:  # (a forged huge seq: not all)
+            self.missing.update(range(expected, seq))
         if isinstance(seq, int):
-            missing.discard(seq)
-            hashes[seq] = line.digest
-        expected_seq = max(expected_seq, seq + 1) if isinstance(seq, int) else expected_seq + 1
-        expected_prev = line.digest
-    if foreign:
-        problems.append(
-            f"{len(foreign)} entries (lines {foreign[0]}..{foreign[-1]}) were written for another "
-            f"workspace, not this one ({log.workspace_id}): a log copied from elsewhere, or this "
-            "workspace was moved (see docs/security.md)"
-        )
-    return count, hashes, (expected_seq, expected_prev)
+            self.missing.discard(seq)
+            self.hashes[seq] = line.digest
+        self.next_seq = max(expected, seq + 1) if isinstance(seq, int) else expected + 1
+        self.prev = line.digest
+
+    def finish(self) -> None:
+        self._settle_torn(continues=False)
+        if self.foreign:
+            self.problems.append(
+                f"{len(self.foreign)} entries (lines {self.foreign[0]}..{self.foreign[-1]}) were written for "
+                f"another workspace, not this one ({self.log.workspace_id}): a log copied from elsewhere, or "
+                "this workspace was moved (see docs/security.md)"
+            )
 
 
 def _check_tail(
-    log: SignedLog,
-    anchor: Anchor | None,
-    hashes: dict[int, str],
-    last: tuple[int, str],
-    count: int,
-    problems: list[str],
+    log: SignedLog, anchor: Anchor | None, hashes: dict[int, str], next_seq: int, problems: list[str]
 ) -> None:
-    expected_seq, _ = last
     if anchor is None:
-        if count and not problems:
+        if next_seq and not problems:
             problems.append(
                 f"no recorded tail for this log ({log.head_path} is missing): its end cannot be checked"
             )
         return
-    if anchor.seq >= expected_seq:
+    if anchor.seq >= next_seq:
         problems.append(
-            f"tail truncated: the log ends at seq {expected_seq - 1} but seq {anchor.seq} was written "
-            f"(entries {expected_seq}..{anchor.seq} missing)"
+            f"tail truncated: the log ends at seq {next_seq - 1} but seq {anchor.seq} was written "
+            f"(entries {next_seq}..{anchor.seq} missing)"
         )
     elif hashes.get(anchor.seq) != anchor.hash:
         problems.append(f"last entry (seq {anchor.seq}) differs from the one written (replaced tail)")
-    elif expected_seq - 1 > anchor.seq + 1:  # one more: written just before a crash, not recorded
+    elif next_seq - 1 > anchor.seq + 1:  # one more: written just before a crash, not recorded
         problems.append(
-            f"entries {anchor.seq + 1}..{expected_seq - 1} follow the recorded tail (seq {anchor.seq}): "
+            f"entries {anchor.seq + 1}..{next_seq - 1} follow the recorded tail (seq {anchor.seq}): "
             "they were not written to this log"
         )
