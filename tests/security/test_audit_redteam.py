@@ -1,12 +1,15 @@
 """Red-team of the audit log: attacks that passed unnoticed (or crashed ``verify``) before.
 
-Malformed lines must give a clear problem, never a traceback
-or a hang; a crash-torn line is told from tampering.
+Malformed lines must give a clear problem, never a traceback or a hang; a crash-torn line is told from
+tampering; concurrent appenders do not refuse each other.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -84,3 +87,39 @@ def test_garbage_between_entries_is_still_tampering(log: AuditLog) -> None:
     lines = log.path.read_bytes().splitlines(keepends=True)
     log.path.write_bytes(lines[0] + b'{"data":{"forged":1}}\n' + b"".join(lines[1:]))
     assert log.verify().problems == ["line 2: not a valid audit entry"]
+
+
+# -- concurrency: appenders waiting on the lock must not refuse each other ----------------------------
+_APPEND = """
+import sys
+from pathlib import Path
+from mnemo.policy.audit import AuditLog
+AuditLog(Path(sys.argv[1]), Path(sys.argv[2])).append("decision", {"who": sys.argv[3]})
+"""
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_processes_queued_on_the_lock_all_append(tmp_path: Path, fresh: bool) -> None:
+    """Each process read the anchor before it waited for the lock; they must read it again after."""
+    import fcntl
+
+    path, key = tmp_path / "ws" / ".mnemo" / "audit.jsonl", tmp_path / "keys" / "audit.key"
+    log = AuditLog(path, key)
+    if not fresh:
+        log.append("decision", {"who": "first"})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "server")}
+    with path.open("rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _APPEND, str(path), str(key), str(n)], env=env, stderr=subprocess.PIPE
+            )
+            for n in range(3)
+        ]
+        time.sleep(3)  # all three have read the anchor and wait on the lock
+    errors = [p.communicate(timeout=60)[1].decode() for p in procs]
+    assert all(p.returncode == 0 for p in procs), errors
+    report = log.verify()
+    assert report.ok and report.entries == (3 if fresh else 4), report.problems

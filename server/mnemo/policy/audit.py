@@ -18,7 +18,9 @@ last entry) and the log file's device and inode: a cut tail, a deleted log and a
 file (a copy, a symlink) are caught. Appends refuse a symlink (``O_NOFOLLOW``) and a log that does not
 match its anchor, so the gate refuses tool calls rather than write an unverifiable log.
 
-Each append is one ``write`` of a whole line, flushed and fsynced, under a process lock and ``flock``.
+Each append is one ``write`` of a whole line, flushed and fsynced, under a process lock and ``flock``;
+the anchor is read and rewritten under that ``flock`` (read before it, processes queued on the lock
+refused each other: the tail had moved on).
 
 The line format, the key and the anchor live in :mod:`.audit_format`; verification in
 :mod:`.audit_verify`.
@@ -26,6 +28,7 @@ The line format, the key and the anchor live in :mod:`.audit_format`; verificati
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -35,6 +38,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -147,24 +151,43 @@ class AuditLog:
             return self._append(kind, data)
 
     def _append(self, kind: Kind, data: dict[str, Any]) -> dict[str, Any]:
+        """Under the ``flock``, read the anchor and append. The anchor is read after the lock is taken:
+        processes queued on it would otherwise hold a tail that others have since moved on."""
         with _LOCK:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            anchor = self.read_anchor()
-            flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+            for _ in range(3):  # the log renamed aside (`mnemo audit restart`) while this one waited
+                fd = self._open()
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    if self._is_current(fd):
+                        return self._append_locked(fd, self.read_anchor(), kind, data)
+                finally:
+                    os.close(fd)
+        raise AuditLogRefused(self._refusal("keeps being replaced while it is written", None))
+
+    def _open(self) -> int:
+        """The log, opened for appending without following a link; created only when no tail is recorded
+        (_LogMissing when the anchor says entries were written to a log now gone)."""
+        flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
             try:
-                fd = os.open(self.path, flags | (os.O_CREAT if anchor is None else 0), 0o600)
+                return os.open(self.path, flags)
             except FileNotFoundError:
                 if os.path.lexists(self.path):  # a dangling symbolic link: refused, not restarted
-                    raise AuditLogRefused(self._refusal("is a broken link", anchor)) from None
-                raise _LogMissing from None
-            except OSError as exc:  # ELOOP: a symbolic link
-                raise AuditLogRefused(self._refusal(f"cannot be opened safely ({exc})", anchor)) from exc
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                entry = self._append_locked(fd, anchor, kind, data)
-            finally:
-                os.close(fd)
-        return entry
+                    raise AuditLogRefused(self._refusal("is a broken link", None)) from None
+                if self.read_anchor() is not None:
+                    raise _LogMissing from None
+                return os.open(self.path, flags | os.O_CREAT, 0o600)
+        except OSError as exc:  # ELOOP: a symbolic link
+            raise AuditLogRefused(self._refusal(f"cannot be opened safely ({exc})", None)) from exc
+
+    def _is_current(self, fd: int) -> bool:
+        try:
+            now = os.lstat(self.path)
+        except FileNotFoundError:
+            return False
+        st = os.fstat(fd)
+        return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
     def _refusal(self, what: str, anchor: Anchor | None) -> str:
         return (
@@ -177,12 +200,12 @@ class AuditLog:
         included) and its anchor are renamed aside, never deleted, and the new log's first entry
         (``log_restarted``) records the previous recorded tail and where the old files went."""
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        try:
-            anchor = self.read_anchor()
-        except ValueError:
-            anchor = None
         kept: dict[str, str] = {}
-        with _LOCK:
+        with _LOCK, self._locked_if_regular():  # an append in flight finishes first, on the old log
+            try:
+                anchor = self.read_anchor()
+            except ValueError:
+                anchor = None
             if os.path.lexists(self.path):
                 aside = self.path.with_name(f"{self.path.stem}-{stamp}.retired{self.path.suffix}")
                 os.rename(self.path, aside)
@@ -193,6 +216,19 @@ class AuditLog:
                 kept["anchor"] = str(aside)
         previous = {"seq": anchor.seq, "hash": anchor.hash} if anchor is not None else None
         return self.append("log_restarted", {"reason": reason, "previous_tail": previous, "kept": kept})
+
+    @contextlib.contextmanager
+    def _locked_if_regular(self) -> Iterator[None]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:  # missing, or a link: nothing to wait for
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def _append_locked(
         self, fd: int, anchor: Anchor | None, kind: Kind, data: dict[str, Any]
