@@ -89,6 +89,32 @@ def test_garbage_between_entries_is_still_tampering(log: AuditLog) -> None:
     assert log.verify().problems == ["line 2: not a valid audit entry"]
 
 
+# -- 3./4. replay, splice, rollback: held already, kept so -------------------------------------------
+def test_a_replayed_entry_is_reported(log: AuditLog) -> None:
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    log.path.write_bytes(b"".join(lines) + lines[-1])
+    assert any("out of order or inserted" in p for p in log.verify().problems)
+
+
+def test_a_line_spliced_in_from_a_retired_log_is_reported(log: AuditLog) -> None:
+    retired = log.path.read_bytes().splitlines(keepends=True)
+    log.restart("test")
+    for i in range(3):
+        log.append("decision", {"i": i})
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    log.path.write_bytes(b"".join(lines[:2]) + retired[2] + b"".join(lines[3:]))  # same seq, same ws, signed
+    assert any("prev mismatch" in p for p in log.verify().problems)
+
+
+def test_a_rollback_in_place_is_reported(log: AuditLog) -> None:
+    old = log.path.read_bytes()
+    log.append("decision", {"later": True})
+    log.path.write_bytes(old)  # same inode
+    assert log.verify().problems == [
+        "tail truncated: the log ends at seq 2 but seq 3 was written (entries 3..3 missing)"
+    ]
+
+
 # -- concurrency: appenders waiting on the lock must not refuse each other ----------------------------
 _APPEND = """
 import sys
