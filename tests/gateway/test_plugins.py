@@ -22,11 +22,12 @@ from mnemo.agent.providers import ScriptedProvider
 from mnemo.gateway.rpc import FORBIDDEN
 from mnemo.gateway.server import Gateway
 from mnemo.gateway.settings import gateway_settings_from_dict
-from mnemo.policy import AuditLog, PolicyConfig, SandboxUnavailable
+from mnemo.policy import AuditLog, PolicyConfig
 from mnemo.policy import sandbox as sb
 from mnemo.policy.approvals import ApprovalRequest, Choice
 from mnemo.policy.gate import ToolGate
 from mnemo.policy.verdict import Verdict
+from sandbox_support import bwrap_works as _bwrap_works
 
 from . import conftest
 from .conftest import PASSWORD, TOKEN, echo, login
@@ -355,14 +356,6 @@ async def test_a_plugin_tool_is_gated_by_policy_like_exec(start: Any, sample_wor
         assert gw.audit.verify().ok
     finally:
         await client.close()
-
-
-def _bwrap_works() -> bool:
-    try:
-        sb._bwrap()
-    except SandboxUnavailable:
-        return False
-    return True
 
 
 @pytest.mark.skipif(not _bwrap_works(), reason="bubblewrap unavailable: apt-get install -y bubblewrap")

@@ -17,21 +17,12 @@ import pytest
 import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from mnemo.policy import SandboxUnavailable
-from mnemo.policy import sandbox as sb
+from sandbox_support import bwrap_works as _bwrap_works
 from tests.lsp.conftest import make_workspace, start_client
 
 DATA_HOME = tempfile.mkdtemp(prefix="mnemo-approvals-data-")  # the audit key lives outside the workspace
 atexit.register(shutil.rmtree, DATA_HOME, True)  # (made at import: gone when pytest exits)
 COMMAND = "readlink /proc/self/ns/net"
-
-
-def _bwrap_works() -> bool:
-    try:
-        sb._bwrap()
-    except SandboxUnavailable:
-        return False
-    return True
 
 
 @pytest_lsp.fixture(

@@ -11,17 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.policy import SandboxUnavailable, run_sandboxed
+from mnemo.policy import run_sandboxed
 from mnemo.policy import sandbox as sb
 from mnemo.policy.audit import AuditLog
-
-
-def _bwrap_works() -> bool:
-    try:
-        sb._bwrap()
-    except SandboxUnavailable:
-        return False
-    return True
+from sandbox_support import bwrap_works as _bwrap_works
 
 
 @pytest.fixture

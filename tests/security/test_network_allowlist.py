@@ -15,21 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.policy import AuditLog, SandboxUnavailable, load_policy, run_sandboxed
-from mnemo.policy import sandbox as sb
+from mnemo.policy import AuditLog, load_policy, run_sandboxed
 from mnemo.policy.approvals import ApprovalRequest, Choice
 from mnemo.policy.gate import ToolGate
 from mnemo.policy.netproxy import FilteringProxy, NetworkAllowlist, NetworkEvent
+from sandbox_support import bwrap_works as _bwrap_works
 from tests.security.sites import Site
-
-
-def _bwrap_works() -> bool:
-    try:
-        sb._bwrap()
-    except SandboxUnavailable:
-        return False
-    return True
-
 
 needs_bwrap = pytest.mark.skipif(
     not _bwrap_works(), reason="bubblewrap unavailable: apt-get install -y bubblewrap"

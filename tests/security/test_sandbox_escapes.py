@@ -21,15 +21,7 @@ import pytest
 from mnemo.policy import SandboxUnavailable, run_sandboxed
 from mnemo.policy import sandbox as sb
 from mnemo.policy.seccomp import syscall_numbers
-
-
-def _bwrap_works() -> bool:
-    try:
-        sb._bwrap()
-    except SandboxUnavailable:
-        return False
-    return True
-
+from sandbox_support import bwrap_works as _bwrap_works
 
 pytestmark = [
     pytest.mark.skipif(not _bwrap_works(), reason="bubblewrap unavailable: apt-get install -y bubblewrap"),

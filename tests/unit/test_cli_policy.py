@@ -10,16 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo.policy import SandboxUnavailable
-from mnemo.policy import sandbox as sb
-
-
-def _bwrap_works() -> bool:
-    try:
-        sb._bwrap()
-    except SandboxUnavailable:
-        return False
-    return True
+from sandbox_support import bwrap_works as _bwrap_works
 
 
 @pytest.fixture

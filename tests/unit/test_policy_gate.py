@@ -11,19 +11,10 @@ import pytest
 
 from mnemo.policy import AuditLog, PolicyConfig, RiskMonitor, SandboxUnavailable, load_policy
 from mnemo.policy import gate as gate_mod
-from mnemo.policy import sandbox as sb
 from mnemo.policy.approvals import ApprovalQueue, ApprovalRequest, Choice, TerminalApprover
 from mnemo.policy.gate import ToolGate
 from mnemo.policy.rules import Rule, Verdict
-
-
-def _bwrap_works() -> bool:
-    try:
-        sb._bwrap()
-    except SandboxUnavailable:
-        return False
-    return True
-
+from sandbox_support import bwrap_works as _bwrap_works
 
 needs_bwrap = pytest.mark.skipif(
     not _bwrap_works(), reason="bubblewrap unavailable: apt-get install bubblewrap"

@@ -13,15 +13,7 @@ import pytest
 
 from mnemo.policy import SandboxUnavailable, run_sandboxed, seccomp
 from mnemo.policy import sandbox as sb
-
-
-def _bwrap_works() -> bool:
-    try:
-        sb._bwrap()
-    except SandboxUnavailable:
-        return False
-    return True
-
+from sandbox_support import bwrap_works as _bwrap_works
 
 needs_bwrap = pytest.mark.skipif(
     not _bwrap_works(), reason="bubblewrap unavailable: apt-get install -y bubblewrap"
