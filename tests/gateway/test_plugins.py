@@ -27,7 +27,7 @@ from mnemo.policy import sandbox as sb
 from mnemo.policy.approvals import ApprovalRequest, Choice
 from mnemo.policy.gate import ToolGate
 from mnemo.policy.verdict import Verdict
-from sandbox_support import bwrap_works as _bwrap_works
+from tests.sandbox_support import bwrap_works as _bwrap_works
 
 from . import conftest
 from .conftest import PASSWORD, TOKEN, echo, login

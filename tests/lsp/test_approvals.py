@@ -17,8 +17,8 @@ import pytest
 import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from sandbox_support import bwrap_works as _bwrap_works
 from tests.lsp.conftest import make_workspace, start_client
+from tests.sandbox_support import bwrap_works as _bwrap_works
 
 DATA_HOME = tempfile.mkdtemp(prefix="mnemo-approvals-data-")  # the audit key lives outside the workspace
 atexit.register(shutil.rmtree, DATA_HOME, True)  # (made at import: gone when pytest exits)

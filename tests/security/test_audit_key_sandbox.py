@@ -14,7 +14,7 @@ import pytest
 from mnemo.policy import run_sandboxed
 from mnemo.policy import sandbox as sb
 from mnemo.policy.audit import AuditLog
-from sandbox_support import bwrap_works as _bwrap_works
+from tests.sandbox_support import bwrap_works as _bwrap_works
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from mnemo.policy import AuditLog, load_policy, run_sandboxed
 from mnemo.policy.approvals import ApprovalRequest, Choice
 from mnemo.policy.gate import ToolGate
 from mnemo.policy.netproxy import FilteringProxy, NetworkAllowlist, NetworkEvent
-from sandbox_support import bwrap_works as _bwrap_works
+from tests.sandbox_support import bwrap_works as _bwrap_works
 from tests.security.sites import Site
 
 needs_bwrap = pytest.mark.skipif(

@@ -21,7 +21,7 @@ import pytest
 from mnemo.policy import SandboxUnavailable, run_sandboxed
 from mnemo.policy import sandbox as sb
 from mnemo.policy.seccomp import syscall_numbers
-from sandbox_support import bwrap_works as _bwrap_works
+from tests.sandbox_support import bwrap_works as _bwrap_works
 
 pytestmark = [
     pytest.mark.skipif(not _bwrap_works(), reason="bubblewrap unavailable: apt-get install -y bubblewrap"),

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from sandbox_support import bwrap_works as _bwrap_works
+from tests.sandbox_support import bwrap_works as _bwrap_works
 
 
 @pytest.fixture

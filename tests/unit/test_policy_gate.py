@@ -8,13 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.sandbox_support import bwrap_works as _bwrap_works
 
 from mnemo.policy import AuditLog, PolicyConfig, RiskMonitor, SandboxUnavailable, load_policy
 from mnemo.policy import gate as gate_mod
 from mnemo.policy.approvals import ApprovalQueue, ApprovalRequest, Choice, TerminalApprover
 from mnemo.policy.gate import ToolGate
 from mnemo.policy.rules import Rule, Verdict
-from sandbox_support import bwrap_works as _bwrap_works
 
 needs_bwrap = pytest.mark.skipif(
     not _bwrap_works(), reason="bubblewrap unavailable: apt-get install bubblewrap"

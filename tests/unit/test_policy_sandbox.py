@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.sandbox_support import bwrap_works as _bwrap_works
 
 from mnemo.policy import SandboxUnavailable, run_sandboxed, seccomp
 from mnemo.policy import sandbox as sb
-from sandbox_support import bwrap_works as _bwrap_works
 
 needs_bwrap = pytest.mark.skipif(
     not _bwrap_works(), reason="bubblewrap unavailable: apt-get install -y bubblewrap"
