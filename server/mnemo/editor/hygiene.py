@@ -63,17 +63,13 @@ class ChunkVector:
     vector: np.ndarray
 
 
-def _lines(text: str) -> list[str]:
-    return editor_lines(text)
-
-
 def _end_of(lines: Sequence[str], line: int) -> Position:
     return line, utf16_col(lines[line], len(lines[line]))
 
 
 # -- secrets ---------------------------------------------------------------------------------------
 def secret_problems(text: str, findings: Sequence[SecretFinding] | None = None) -> list[Problem]:
-    lines = _lines(text)
+    lines = editor_lines(text)
     out = []
     for f in scan_text(text) if findings is None else findings:
         out.append(
@@ -96,7 +92,7 @@ def injected_line_count(text: str, budget_chars: int) -> int:
 
     This is the truncation rule for injecting MEMORY.md: whole lines are kept while they fit."""
     used = 0
-    lines = _lines(text)
+    lines = editor_lines(text)
     ends = LINE_END.findall(text)  # (one fewer than the lines)
     for i, line in enumerate(lines):
         used += len(line) + (len(ends[i]) if i < len(ends) else 0)
@@ -108,7 +104,7 @@ def injected_line_count(text: str, budget_chars: int) -> int:
 def budget_problems(path: str, text: str, budget_chars: int) -> list[Problem]:
     if path not in MEMORY_FILES:
         return []
-    lines = _lines(text)
+    lines = editor_lines(text)
     kept = injected_line_count(text, budget_chars)
     last = len(lines) - 1
     while last >= kept and not lines[last].strip():
@@ -166,7 +162,7 @@ class Neighbours(Protocol):
 
 def duplicate_problems(path: str, space: Neighbours, threshold: float, text: str) -> list[Problem]:
     """Chunks of ``path`` whose nearest chunk in another file has cosine >= ``threshold``."""
-    lines = _lines(text)
+    lines = editor_lines(text)
     out = []
     for chunk, other, sim in space.nearest_other(path):
         if sim < threshold or chunk.end_line > len(lines):
@@ -267,7 +263,7 @@ def link_problems(path: str, text: str, known: Set[str]) -> list[Problem]:
     """Links to memory files that do not exist (``known``: every memory file in the workspace)."""
     out = []
     fence: str | None = None
-    for n, line in enumerate(_lines(text)):
+    for n, line in enumerate(editor_lines(text)):
         marker = _FENCE.match(line)
         if marker:
             if fence is None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from mnemo.secrets import redact_text, scan_disguised, scan_text
+from mnemo.secrets import redact_text, scan_text
+from mnemo.secrets.views import scan_disguised
 
 log = logging.getLogger(__name__)
 

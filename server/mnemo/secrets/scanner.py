@@ -208,8 +208,7 @@ def scan_text(text: str, ruleset: RuleSet | None = None) -> list[SecretFinding]:
     """Find secrets in ``text``; sorted by position, overlaps resolved to the most specific rule."""
     if not text:
         return []
-    if "\r" in text:  # a CR alone ends a line (old Mac files): an LF in its place keeps every offset
-        text = _LONE_CR.sub("\n", text)
+    text = _lf_lines(text)
     rs = ruleset or default_ruleset()
     kept = _dedupe(_candidates(text, rs))
     if not kept:
@@ -221,37 +220,36 @@ def scan_text(text: str, ruleset: RuleSet | None = None) -> list[SecretFinding]:
         line, end_line = lines.index(start), lines.index(end)  # values never end with "\n"
         if marker and any(marker in text[slice(*lines.span(n))] for n in {line, end_line}):
             continue
-        findings.append(
-            SecretFinding(
-                rule_id=rule.id,
-                description=rule.description,
-                line=line,
-                start_col=start - lines.starts[line],
-                end_line=end_line,
-                end_col=end - lines.starts[end_line],
-                start=start,
-                end=end,
-                preview=mask(text[start:end]),
-            )
-        )
+        findings.append(_finding(text, lines, start, end, rule.id, rule.description))
     return findings
 
 
-def finding_at(text: str, start: int, end: int, rule_id: str, description: str) -> SecretFinding:
-    """A finding for the value ``text[start:end]``, its lines and columns computed from ``text``."""
-    line = text.count("\n", 0, start)
-    end_line = line + text.count("\n", start, end)
+def _lf_lines(text: str) -> str:
+    """``text`` with each CR that ends a line alone (old Mac files) as an LF: every offset is kept, and
+    lines are then an editor's."""
+    return _LONE_CR.sub("\n", text) if "\r" in text else text
+
+
+def _finding(text: str, lines: _Lines, start: int, end: int, rule_id: str, description: str) -> SecretFinding:
+    line, end_line = lines.index(start), lines.index(end)
     return SecretFinding(
         rule_id=rule_id,
         description=description,
         line=line,
-        start_col=start - (text.rfind("\n", 0, start) + 1),
+        start_col=start - lines.starts[line],
         end_line=end_line,
-        end_col=end - (text.rfind("\n", 0, end) + 1),
+        end_col=end - lines.starts[end_line],
         start=start,
         end=end,
         preview=mask(text[start:end]),
     )
+
+
+def finding_at(text: str, start: int, end: int, rule_id: str, description: str) -> SecretFinding:
+    """A finding for the value ``text[start:end]``, its lines and columns an editor's, as :func:`scan_text`
+    gives them."""
+    text = _lf_lines(text)
+    return _finding(text, _Lines(text), start, end, rule_id, description)
 
 
 def redact_text(
