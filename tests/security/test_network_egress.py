@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,11 +25,8 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "MEMORY.md").write_text("# Memory\n", encoding="utf-8")
-    return root
+def ws(make_workspace: Callable[..., Path]) -> Path:
+    return make_workspace({"MEMORY.md": "# Memory\n"})
 
 
 EGRESS = r"""
