@@ -333,6 +333,35 @@ def test_every_decode_runs_on_the_embedders_one_thread(
     assert len(seen) == 9 and len(set(seen)) == 1 and seen[0].startswith("mnemo-llama"), seen
 
 
+def test_a_query_is_decoded_on_one_thread_and_a_chunk_on_every_thread(
+    embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads wait for each other at every barrier of a forward pass: for a few tokens that costs
+    more than the second thread saves (mnemo.embeddings.local.ONE_THREAD_TOKENS)."""
+    import llama_cpp
+
+    from mnemo.embeddings.local import ONE_THREAD_TOKENS
+
+    embedder.embed(["load the model once"])
+    ctx = embedder._load()._ctx
+    seen: list[int] = []
+    real = ctx.decode
+
+    def recorded(batch: Any) -> Any:
+        seen.append(int(llama_cpp.llama_n_threads(ctx.ctx)))
+        return real(batch)
+
+    monkeypatch.setattr(ctx, "decode", recorded)
+    chunk = " ".join(["Cats purr and nap in the warm afternoon sun."] * 8)
+    assert len(embedder.token_windows("deploy staging")[0]) <= ONE_THREAD_TOKENS
+    assert len(embedder.token_windows(chunk)[0]) > ONE_THREAD_TOKENS
+    short, _, short_again = (
+        embedder.embed([text])[0] for text in ("deploy staging", chunk, "deploy staging")
+    )
+    assert seen == [1, 2, 1]
+    np.testing.assert_allclose(short, short_again, atol=1e-6)
+
+
 def test_user_gguf_path_is_used_as_is(embedder: LocalEmbedder, tmp_path: Path) -> None:
     path, _ = embedder._resolve()
     copy = tmp_path / "my-model.gguf"

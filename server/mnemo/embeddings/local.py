@@ -38,6 +38,15 @@ PREPARE_BYTES = 64 * 1024 * 1024
 """Most logits rows :meth:`LocalEmbedder.prepare` makes llama.cpp zero-fill at once (MiniLM's whole
 512-token window is 62 MB)."""
 
+ONE_THREAD_TOKENS = 24
+"""Texts of up to this many tokens (a search query; [CLS] and [SEP] counted) are decoded on one thread.
+
+With two threads, each of a forward pass's ~100 barriers waits for the partner thread, asleep after its
+brief spin (:mod:`.threads`) and, in a virtual machine, on a CPU the host has halted: a 6-token query took
+13-15 ms from a server that had just been busy or idle against 6.4-6.9 ms on one thread, and the one thread
+stayed ahead up to ~20 tokens; longer texts (indexing's chunks) gain from every thread (docs/benchmarks.md,
+"Sixteenth round")."""
+
 _log_callback: Any = None  # keeps the ctypes callback alive for as long as the process runs
 
 
@@ -121,6 +130,8 @@ class LocalEmbedder:
         """Output rows whose unused logits were handed back to the kernel (:meth:`_release_logits`)."""
         self._prepared = False
         """The output buffer was grown to a whole window by :meth:`prepare`."""
+        self._decode_threads = 0
+        """Threads the loaded context decodes with now (:data:`ONE_THREAD_TOKENS`)."""
         self._decoder: ThreadPoolExecutor | None = None
         """The one thread that runs llama.cpp's forward passes (:meth:`_on_decode_thread`)."""
 
@@ -219,6 +230,7 @@ class LocalEmbedder:
                 llm.close()
                 raise EmbeddingError(f"{path}: context of {self._n_ctx} tokens is too small")
             self._llm = llm
+            self._decode_threads = self._threads
             log.info("loaded embedding model %s (%d dims, %d tokens)", path.name, self._dims, self._n_ctx)
             return llm
 
@@ -329,6 +341,7 @@ class LocalEmbedder:
             if llm is not self._llm:  # closed (or reloaded) since it was loaded: never decode a freed one
                 raise EmbeddingError("the embedding model was closed while this text waited for it")
             for row, tokens in enumerate(sequences):
+                self._use_threads(llm, 1 if len(tokens) <= ONE_THREAD_TOKENS else self._threads)
                 llm._batch.reset()
                 llm._ctx.kv_cache_clear()
                 llm._batch.add_sequence(tokens, 0, True)
@@ -350,6 +363,12 @@ class LocalEmbedder:
         if not np.all(np.isfinite(out)):
             raise EmbeddingError("llama.cpp produced NaN or infinite embeddings")
         return out
+
+    def _use_threads(self, llm: Any, threads: int) -> None:
+        """Decode with ``threads`` from now on (a field of the context: nothing is reallocated)."""
+        if threads != self._decode_threads:
+            llm._ctx.set_n_threads(threads, threads)
+            self._decode_threads = threads
 
     def _release_logits(self, llm: Any, n_tokens: int) -> None:
         """Give back the pages of llama.cpp's logits rows, once per growth of its output buffer.
