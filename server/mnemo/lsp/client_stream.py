@@ -1,5 +1,9 @@
-"""The client's two streams as pygls reads and writes them: stdin that reports its end, and stdout whose
-write errors end the connection instead of looping.
+"""The client's two streams as pygls reads and writes them: stdin that reports its end and is read by a
+thread of its own, and stdout whose write errors end the connection instead of looping.
+
+pygls reads stdin by handing each header line and each body to its thread pool (three hand-offs a
+message, each waking a pool thread and then the event loop); :class:`MessageReader` reads on one thread
+that is already waiting in ``read`` when a message arrives, and wakes the event loop once per message.
 
 pygls reports a failed write to the client as an error message *to the client*, through the same stream,
 which fails again: recursively (seen once in a benchmark: the server stuck writing that cascade to a
@@ -11,10 +15,14 @@ on (up to :data:`STALL_S`) rather than failed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import re
 import select
+import threading
 import time
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 STALL_S = 60.0
 """How long a write waits for a client that has stopped reading before the client counts as gone."""
@@ -37,6 +45,113 @@ class EofReader:
         if not data:
             self.on_eof()
         return data
+
+
+class SyncReader(Protocol):
+    def readline(self) -> bytes: ...
+
+    def read(self, n: int) -> bytes: ...
+
+
+CONTENT_LENGTH = re.compile(rb"^Content-Length: (\d+)\r\n$")
+"""pygls's pattern for the header that frames a message (its loop parses the same bytes again)."""
+
+WAKE_BYTES = 1 << 16
+"""Read ahead, the event loop is woken even before a message is complete (a stream that never frames one)."""
+
+
+class MessageReader:
+    """pygls's asynchronous reader (``readline``/``readexactly``) over a blocking stream, read by one
+    daemon thread a whole message at a time: header lines, then the body of its ``Content-Length``.
+
+    When pygls's loop asks for bytes that are not there, the thread reads the next message and wakes
+    the event loop once it has it all; pygls then takes its header lines and body without a hand-off.
+    The thread reads only when asked, so after ``exit`` it waits on an event, never inside the
+    stream's ``read`` (a daemon thread holding stdin's lock aborts the interpreter's exit). The bytes are
+    passed on unchanged: a stream not framed as pygls expects reads as before.
+    """
+
+    def __init__(self, stream: SyncReader) -> None:
+        self.stream = stream
+        self._buffer = bytearray()
+        self._ended = False
+        self._lock = threading.Lock()
+        self._wanted = threading.Event()
+        self._waiter: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    async def readline(self) -> bytes:
+        """The next line, its ``\\n`` included (what is left, at the end of the stream)."""
+        return await self._take(lambda data: data.find(b"\n") + 1 or None)
+
+    async def readexactly(self, n: int) -> bytes:
+        """The next ``n`` bytes (fewer only at the end of the stream)."""
+        return await self._take(lambda data: n if len(data) >= n else None)
+
+    async def _take(self, cut: Callable[[bytearray], int | None]) -> bytes:
+        while True:
+            with self._lock:
+                size = cut(self._buffer)
+                if size is None and self._ended:
+                    size = len(self._buffer)
+                if size is not None:
+                    data = bytes(self._buffer[:size])
+                    del self._buffer[:size]
+                    return data
+                self._loop = self._loop or asyncio.get_running_loop()
+                waiter = self._waiter = self._loop.create_future()
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._read, name="mnemo-stdin", daemon=True)
+                    self._thread.start()
+            self._wanted.set()
+            await waiter
+
+    def _read(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            if self._read_message():
+                return
+
+    def _read_message(self) -> bool:
+        """Read up to the end of a message's body (or of headers without a length), hand it over;
+        True at the end of the stream."""
+        pieces: list[bytes] = []
+        length = 0
+        while True:
+            line = self.stream.readline()
+            if not line:
+                self._hand_over(pieces, ended=True, complete=True)
+                return True
+            pieces.append(line)
+            if not length and (found := CONTENT_LENGTH.fullmatch(line)):
+                length = int(found.group(1))
+            if not line.strip():  # the headers' end: the body follows when one was framed
+                body = self.stream.read(length) if length else b""
+                pieces.append(body)
+                self._hand_over(pieces, ended=bool(length) and not body, complete=True)
+                return bool(length) and not body
+            if sum(map(len, pieces)) > WAKE_BYTES:  # no end of headers in sight: let pygls see them
+                self._hand_over(pieces, ended=False, complete=True)
+                pieces = []
+
+    def _hand_over(self, pieces: list[bytes], *, ended: bool, complete: bool) -> None:
+        with self._lock:
+            for piece in pieces:
+                self._buffer += piece
+            self._ended = self._ended or ended
+            waiter = self._waiter if complete else None
+            if waiter is not None:
+                self._waiter = None
+        if waiter is not None and self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the event loop is closed: the server is ending
+                self._loop.call_soon_threadsafe(_wake, waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class ClientWriter:

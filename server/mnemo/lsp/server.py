@@ -6,18 +6,21 @@ import asyncio
 import functools
 import inspect
 import logging
+import sys
 import threading
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcException
+from pygls.io_ import StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from mnemo import __version__
 from mnemo.lifeline import Lifeline, exit_soon
+from mnemo.lsp.client_stream import MessageReader
 
 if TYPE_CHECKING:
     from mnemo.services import Services
@@ -238,6 +241,30 @@ class MnemoLanguageServer(LanguageServer):
         loop = self.loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(fn)
+
+    def _start_io_async(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """pygls's stdio loop (pinned pygls 2.1.1), with the client's stream read by
+        :class:`~mnemo.lsp.client_stream.MessageReader`: one thread and one wake-up of the event loop a
+        message, where pygls hands each header line and each body to its thread pool."""
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        reader = MessageReader(stdin or sys.stdin.buffer)
+        try:
+            asyncio.run(
+                run_async(
+                    stop_event=self._stop_event,
+                    reader=reader,
+                    protocol=self.protocol,
+                    logger=log,
+                    error_handler=self.report_server_error,
+                )
+            )
+        except BrokenPipeError:
+            log.error("Connection to the client is lost! Shutting down the server.")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
 
     def close_services(self) -> None:
         self.index_cancel.set()
