@@ -8,8 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cattrs
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
+from pygls.protocol import JsonRPCResponseMessage, default_converter
 
 REQUEST_TIMEOUT_S = 120.0
 """A request unanswered this long fails the step (a hung server must not stall the whole run)."""
@@ -22,12 +24,27 @@ async def drain(stream: asyncio.StreamReader | None) -> None:
         pass
 
 
+def editor_like_converter() -> cattrs.Converter:
+    """pygls's converter, except that a custom request's result stays the JSON an editor's client gets
+    (dicts and lists). pygls's own turns every object in it into a namedtuple of a class made for it:
+    2.8 ms for a search answer of six results on a 2-core Zen 3 VM, inside the round trip measured, and a
+    cost no editor pays (VS Code's and Neovim's clients parse JSON natively)."""
+    converter = default_converter()
+    converter.register_structure_hook(JsonRPCResponseMessage, lambda obj, cls: cls(**obj))
+    return converter
+
+
+def bench_client(name: str) -> LanguageClient:
+    """A pygls client that reads answers as an editor does (:func:`editor_like_converter`)."""
+    return LanguageClient(name, "0", converter_factory=editor_like_converter)
+
+
 async def ask(client: LanguageClient, method: str, params: Any) -> Any:
     return await asyncio.wait_for(client.protocol.send_request_async(method, params), REQUEST_TIMEOUT_S)
 
 
 async def _run(ws: Path, queries: list[str], edits: list[dict[str, str]], k: int) -> dict[str, Any]:
-    client = LanguageClient("bench-peers", "0")
+    client = bench_client("bench-peers")
 
     @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
     def _create(params: Any) -> None:
@@ -56,7 +73,7 @@ async def _timed(
 ) -> dict[str, Any]:
     await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
     client.initialized(types.InitializedParams())
-    while (await ask(client, "mnemo/status", {})).state != "ready":
+    while (await ask(client, "mnemo/status", {}))["state"] != "ready":
         await asyncio.sleep(0.05)
     params = {"maxResults": k, "minScore": 0}
     if queries:
@@ -84,7 +101,7 @@ async def _timed(
         )
         result = await ask(client, "mnemo/memorySearch", {"query": e["marker"], **params})
         ms = 1000 * (time.perf_counter() - t)
-        found = any(r.path == e["path"] for r in result.results[:5])
+        found = any(r["path"] == e["path"] for r in result["results"][:5])
         edit_rows.append({"ms": ms, "found": found})
         client.text_document_did_close(
             types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri))
