@@ -90,13 +90,14 @@ def test_an_empty_batch_inserts_nothing() -> None:
     assert con.execute("SELECT count(*) FROM t").fetchone() == (0,)
 
 
-@pytest.mark.parametrize("bulk_rows", [None, 1])
+@pytest.mark.parametrize("bulk_rows", [None, 1, 31])
 def test_a_running_server_edits_and_searches_without_pyarrow(tmp_path: Path, bulk_rows: int | None) -> None:
-    """Importing pyarrow costs a server for good: a service over a built index edits (chunks, postings,
-    vectors, file metadata, the embedding cache), and records searches without loading it. The build
-    itself may, but never pyarrow's dataset layer (DuckDB imports it, with Parquet, ORC and cloud file
-    systems, to scan a pyarrow object; mnemo hands it Arrow C streams). (``bulk_rows=1``: every write goes
-    through Arrow, as a check that the writes pass through mnemo.index.batches at all.)"""
+    """Importing pyarrow costs a server for good: a service over a built index takes new stamps of
+    every file (a checkout touched them), edits (chunks, postings, vectors, file metadata, the embedding
+    cache), and records searches without loading it. The build itself may, but never pyarrow's dataset
+    layer (DuckDB imports it, with Parquet, ORC and cloud file systems, to scan a pyarrow object; mnemo
+    hands it Arrow C streams). (``bulk_rows=1``: every other write goes through Arrow, as a check that the
+    writes pass through mnemo.index.batches at all; ``31``: the 31 files' stamps would, the rest not.)"""
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     (ws / "MEMORY.md").write_text("# Memory\n\n- Tea: oolong.\n", encoding="utf-8")
@@ -104,6 +105,7 @@ def test_a_running_server_edits_and_searches_without_pyarrow(tmp_path: Path, bul
         (ws / "memory" / f"note-{i}.md").write_text(f"# Note {i}\n\nstaging deploy {i}\n", encoding="utf-8")
     script = textwrap.dedent(
         f"""
+        import os
         import sys
         from pathlib import Path
         from mnemo.config import load_settings
@@ -128,7 +130,9 @@ def test_a_running_server_edits_and_searches_without_pyarrow(tmp_path: Path, bul
             import mnemo.index.batches
             mnemo.index.batches.BULK_ROWS = {bulk_rows!r}
         memory = service()
-        memory.sync()
+        for path in root.rglob("*.md"):  # a checkout: new mtimes, the same content
+            os.utime(path, (path.stat().st_atime, path.stat().st_mtime - 60))
+        assert memory.sync().files_indexed == 0
         (root / "memory" / "edit.md").write_text("---\\ntags: [x]\\n---\\n# Edit\\n\\nquokka zeta\\n")
         memory.sync()
         found = memory.search("quokka zeta")
@@ -150,7 +154,7 @@ def test_a_running_server_edits_and_searches_without_pyarrow(tmp_path: Path, bul
     assert "'pyarrow.lib'" in loaded["build"] and "pyarrow.dataset" not in loaded["build"]
     # Nor what Arrow's compute functions by name and NumPy buffers wrapped as Arrow arrays spare a build.
     assert "'pyarrow.compute'" not in loaded["build"] and "'numpy.ma'" not in loaded["build"]
-    assert loaded["serve"] == "[]" if bulk_rows is None else "'pyarrow.lib'" in loaded["serve"]
+    assert loaded["serve"] == "[]" if bulk_rows != 1 else "'pyarrow.lib'" in loaded["serve"]
     assert "pyarrow.dataset" not in loaded["serve"]
 
 

@@ -58,15 +58,16 @@ def batch_view(
     vectors: tuple[str, VectorColumn] | None = None,
     *,
     read_once: bool = True,
+    arrow: bool | None = None,
 ) -> Iterator[None]:
     """Make ``name`` a temporary view of the rows while the block runs (columns in the given order,
     the vector column last). ``read_once``: the block's statements read it once (an ``INSERT ... SELECT``);
     when they read it more, a large batch becomes a temporary table instead (an Arrow stream is read
-    once)."""
+    once). ``arrow``: through Arrow or not whatever the rows (None: from :data:`BULK_ROWS` rows)."""
     rows = len(next(iter(columns.values()))[1]) if columns else 0
     if vectors is not None:
         rows = max(rows, len(vectors[1].matrix))
-    bulk = rows >= BULK_ROWS
+    bulk = rows >= BULK_ROWS if arrow is None else arrow
     parts, select, sources = (_arrow_parts if bulk else _numpy_parts)(name, columns, vectors)
     kind = "VIEW" if read_once or not bulk else "TABLE"
     for part, value in parts.items():
