@@ -208,6 +208,17 @@ def test_scores_in_unit_interval_and_not_all_one(corpus: ChunkStore) -> None:
     assert len(set(_text_scores(corpus, "common filler alpha number3").values())) > 2
 
 
+def test_a_query_term_no_chunk_has_counts_at_the_known_terms_mean_idf(corpus: ChunkStore) -> None:
+    """A chunk matching one word of a longer question covers little of it (the IDF mass counts every
+    query term), but a word the notes never use weighs like the typical known one, not the rarest."""
+    docs = 24
+    postgres, zanzibar = fts.bm25_idf(docs, 2), fts.bm25_idf(docs, 1)
+    weights = fts.query_weights(corpus.con, ["postgres", "zanzibar", "qwxyzunknown", "postgres"])
+    assert weights is not None and sorted(weights.idf.values()) == pytest.approx(sorted([postgres, zanzibar]))
+    assert weights.total == pytest.approx(postgres + zanzibar + (postgres + zanzibar) / 2)
+    assert fts.query_weights(corpus.con, ["qwxyzunknown", "nothingelse"]) is None
+
+
 def test_or_semantics(corpus: ChunkStore) -> None:
     # A chunk matching one of two query terms is still a hit.
     scores = _text_scores(corpus, "replication zanzibar")
