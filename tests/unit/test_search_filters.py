@@ -148,6 +148,43 @@ def test_index_from_before_the_table_is_filled_on_sync(make_workspace) -> None: 
         s.close()
 
 
+def test_edits_keep_one_files_and_file_meta_row_that_says_what_the_note_says_now(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    """A note's rows are updated in place (files) or left alone when its front matter did not change
+    (file_meta): after each edit, one row each, and the filters and the file's state follow the text."""
+    root: Path = make_workspace(NOTES)
+    s = build_services(root, provider="none")
+    note = root / "memory/billing.md"
+    original = note.read_text(encoding="utf-8")
+
+    def rows() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+        con = s.memory.indexer.store.con
+        files = con.execute("SELECT hash, size FROM files WHERE path = 'memory/billing.md'").fetchall()
+        meta = con.execute("SELECT tags, project FROM file_meta WHERE path = 'memory/billing.md'").fetchall()
+        return files, meta
+
+    try:
+        s.memory.sync()
+        before = rows()
+        note.write_text(original + "\nA new paragraph about quokka invoices.\n", encoding="utf-8")
+        assert s.memory.sync().files_indexed == 1
+        files, meta = rows()
+        assert len(files) == 1 and files != before[0] and files[0][1] == note.stat().st_size
+        assert meta == before[1] == [(["billing", "decisions"], "Atlas")]
+        assert _paths(s, {"project": "atlas"}) == ["memory/billing.md"]
+        note.write_text(original.replace("project: Atlas", "project: Hermes"), encoding="utf-8")
+        s.memory.sync()
+        assert rows()[1] == [(["billing", "decisions"], "Hermes")]
+        assert _paths(s, {"project": "atlas"}) == [] and "memory/billing.md" in _paths(
+            s, {"project": "hermes"}
+        )
+        note.write_text(original.split("---\n", 2)[2], encoding="utf-8")  # the front matter removed
+        s.memory.sync()
+        assert rows()[1] == [([], None)] and "memory/billing.md" not in _paths(s, {"tags": ["billing"]})
+        assert s.memory.indexer.store.con.execute("SELECT count(*) FROM files").fetchone() == (len(NOTES),)
+    finally:
+        s.close()
+
+
 def test_vector_query_within_allowed_ids(tmp_path: Path) -> None:
     dims, n = 8, 40
     store = ChunkStore.create(tmp_path / "index.duckdb.building", IndexIdentity("test", "m", dims, "c"))
