@@ -5,7 +5,10 @@
 
 Embeds ``deploy staging <i>`` (a 6-token query, never the same text twice) with mnemo's LocalEmbedder and
 the default all-MiniLM-L6-v2, first from this thread, then from a pool of ``--pool`` threads (as the
-language server's searches arrive, on asyncio's pool); medians after five warm-up calls. A user's
+language server's searches arrive, on asyncio's pool); medians after five warm-up calls. Then as a
+server's queries come, after 10 ms of work on the calling thread (a search's ranking) or a 2 ms pause (a
+round trip), on one thread (what a query of up to ``ONE_THREAD_TOKENS`` tokens gets) and on every thread
+the embedder has, for queries of 6, 12, 20 and 28 tokens. A user's
 ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is left as set (mnemo sets ``GOMP_SPINCOUNT=1000`` otherwise);
 ``PYTHONPATH`` on another tree's ``server`` measures that tree.
 """
@@ -21,6 +24,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -57,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             here = _median_ms(lambda work: work(), embed, args.queries, "here")
             with ThreadPoolExecutor(args.pool) as pool:
                 pooled = _median_ms(lambda work: pool.submit(work).result(), embed, args.queries, "pool")
+            between = _between_queries(embedder, args.queries) if embedder.provider == "local" else []
         finally:
             embedder.close()
     waiting = {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ}
@@ -65,7 +70,54 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"query embedding, median of {args.queries}: this thread {here:.2f} ms, pool of {args.pool} {pooled:.2f} ms"
     )
+    if between:
+        print(
+            "| before each query | tokens | one thread ms (median / mean) | every thread ms (median / mean) |"
+        )
+        print("|---|---|---|---|")
+        for row in between:
+            print("| " + " | ".join(row) + " |")
     return 0
+
+
+def _busy(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+def _between_queries(embedder: Any, n: int) -> list[list[str]]:
+    """Queries of several lengths on one thread and on every thread, each after some work or a pause
+    (the two in turn, so both meet the same machine)."""
+    from mnemo.embeddings import local
+
+    words = ["deploy", "staging", "rollout", "database", "billing", "cluster", "kernel", "token", "window"]
+    limits = {"one": 10_000, "every": 0}  # ONE_THREAD_TOKENS: every text on one thread, or none
+    kept = local.ONE_THREAD_TOKENS
+    rows = []
+    try:
+        for label, before in (
+            ("10 ms of work", lambda: _busy(0.010)),
+            ("2 ms pause", lambda: time.sleep(0.002)),
+        ):
+            for tokens in (6, 12, 20, 28):
+                times: dict[str, list[float]] = {"one": [], "every": []}
+                for i in range(n):
+                    text = " ".join(words[(i + j) % len(words)] for j in range(tokens - 3)) + f" q{i}"
+                    for mode in ("one", "every") if i % 2 else ("every", "one"):
+                        local.ONE_THREAD_TOKENS = limits[mode]
+                        before()
+                        started = time.perf_counter()
+                        embedder.embed([f"{text} {mode}"])
+                        times[mode].append(1000 * (time.perf_counter() - started))
+                size = len(embedder.token_windows(f"{text} one")[0])
+                cells = [
+                    f"{statistics.median(times[m]):.2f} / {statistics.mean(times[m]):.2f}" for m in limits
+                ]
+                rows.append([label, str(size), *cells])
+    finally:
+        local.ONE_THREAD_TOKENS = kept
+    return rows
 
 
 if __name__ == "__main__":
