@@ -106,7 +106,10 @@ class SideTables:
             "hash": ("VARCHAR", digests),
         }
         matrix = np.stack([items[d] for d in digests]).astype(np.float32)
-        with batch_view(self.con, "cache", columns, ("embedding", VectorColumn(matrix, fixed=False))):
+        vectors = ("embedding", VectorColumn(matrix, fixed=False))
+        with batch_view(
+            self.con, "cache", columns, vectors, arrow=False
+        ):  # (a model's batch: as pending.fill)
             self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
         self._read_ahead.remember(items)
 
@@ -115,7 +118,9 @@ class SideTables:
         """Append search results to ``retrievals`` (values in the table's column order)."""
         if not rows:
             return
-        with batch_view(self.con, "batch", row_columns(rows, _RETRIEVAL_COLUMNS)):
+        # Through NumPy however many (short strings): searches in quick succession queue hundreds of rows,
+        # and Arrow would cost the language server ~24 MB of pyarrow's libraries for good.
+        with batch_view(self.con, "batch", row_columns(rows, _RETRIEVAL_COLUMNS), arrow=False):
             self.con.execute("INSERT INTO retrievals SELECT * FROM batch")
 
     def retrieval_table(self) -> pa.Table:

@@ -336,7 +336,9 @@ class ChunkStore(Transactions, SideTables):
         if self.identity.dims > 0:
             assert vectors is not None and vectors.shape == (len(rows), self.identity.dims)
             embedding = ("embedding", VectorColumn(vectors, missing=pending))
-        with batch_view(self.con, "batch", columns, embedding):
+        # A live index's inserts (an edit, a sync of changed files: a process that keeps running) never
+        # go through Arrow, which would stay loaded (~24 MB); a build's may.
+        with batch_view(self.con, "batch", columns, embedding, arrow=False if live else None):
             self.con.execute("INSERT INTO chunks SELECT * FROM batch")
         self._vectors_changed.extend(ids)
         if live:
