@@ -63,6 +63,18 @@ def rss_mb(pid: int, field: str = "VmHWM") -> float:
     return 0.0
 
 
+async def bare_round_trips(client: Any, n: int) -> list[float]:
+    """Round trips of a request the server answers without any work (a method it does not know: pygls
+    answers MethodNotFound): the transport's share of every request."""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        with contextlib.suppress(Exception):
+            await client.protocol.send_request_async("mnemo/benchNoSuchMethod", {})
+        times.append(1000 * (time.perf_counter() - t))
+    return times
+
+
 async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]:
     client = bench_client("bench")
 
@@ -92,6 +104,7 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
     settled = await settle(pid) if warm and pid else 0.0
     settled_rss = rss_mb(pid, "VmRSS") if pid else 0.0
     peaks = {"start": peak_since(pid) if pid else 0.0}
+    bare = await bare_round_trips(client, searches)
     latencies = []
     for i in range(searches):
         t = time.perf_counter()
@@ -141,6 +154,7 @@ async def one_run(ws: Path, searches: int, warm: bool = False) -> dict[str, Any]
         "ready_s": ready - answered,
         "settled_s": settled,
         "search_ms": latencies,
+        "bare_ms": bare,
         "edit_ms": edits,
         "rss_mb": rss,
         "peaks": peaks,
@@ -189,6 +203,8 @@ def main() -> int:
     print(f"| initialize, process spawn to response (median) | {med('init_from_spawn_ms'):.0f} ms |")
     warm = f", after {med('settled_s'):.0f} s settling" if args.warm else ""
     print(f"| search round trip p50 / p95{warm} | {statistics.median(searches):.1f} / {p95:.1f} ms |")
+    bare = statistics.median(x for r in runs for x in r["bare_ms"])
+    print(f"| round trip of a request without work (unknown method), p50 | {bare:.2f} ms |")
     print(
         f"| didChange to a search that sees the edit, median (max) | {statistics.median(edits):.0f} ({max(edits):.0f}) ms |"
     )
