@@ -16,7 +16,6 @@ import functools
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -25,6 +24,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import copy_of_index  # noqa: E402
 
 STEPS = {
     "query embedding": ("mnemo.search.query_vectors", "QueryVectors", "vector"),
@@ -60,11 +61,7 @@ def main() -> int:
     from mnemo.embeddings import prepare
     from mnemo.services import build_services
 
-    tmp = Path(tempfile.mkdtemp(prefix="mnemo-bench-search-"))
-    ws = tmp / "ws"
-    shutil.copytree(args.workspace, ws)
-    for stale in (ws / ".mnemo").glob("writer.*"):
-        stale.unlink()
+    tmp, ws = copy_of_index(args.workspace, "mnemo-bench-search-")
     services = build_services(ws)
     times: dict[str, list[float]] = defaultdict(list)
     try:

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import tempfile
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import copy_of_index
 
 
 def status_mb(field: str) -> float:
@@ -63,11 +67,7 @@ def main() -> int:
     from mnemo.services import build_services
     from mnemo.text.terms import query_terms
 
-    tmp = Path(tempfile.mkdtemp(prefix="mnemo-bench-steps-"))
-    ws = tmp / "ws"
-    shutil.copytree(args.workspace, ws)
-    for stale in (ws / ".mnemo").glob("writer.*"):
-        stale.unlink()
+    tmp, ws = copy_of_index(args.workspace, "mnemo-bench-steps-")
     print("| step | RSS before MB | RSS after MB | peak MB | peak over before | DuckDB's buffers MB |")
     print("|---|---|---|---|---|---|")
     services = build_services(ws)

@@ -7,9 +7,11 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -178,3 +180,14 @@ def install_embedder(services: Any, embedder: Any) -> None:
     memory.embedder = embedder
     memory.indexer.embedder = embedder
     memory.searcher.embedder = embedder
+
+
+def copy_of_index(workspace: Path, prefix: str) -> tuple[Path, Path]:
+    """A copy of an indexed workspace (so a benchmark never writes the original's index), without the
+    writer files a running server left: (temporary folder to remove, the copy)."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    ws = tmp / "ws"
+    shutil.copytree(workspace, ws)
+    for stale in (ws / ".mnemo").glob("writer.*"):
+        stale.unlink()
+    return tmp, ws
