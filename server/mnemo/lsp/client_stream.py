@@ -2,8 +2,8 @@
 thread of its own, and stdout whose write errors end the connection instead of looping.
 
 pygls reads stdin by handing each header line and each body to its thread pool (three hand-offs a
-message, each waking a pool thread and then the event loop); :class:`MessageReader` reads on one thread
-that is already waiting in ``read`` when a message arrives, and wakes the event loop once per message.
+message, each waking a pool thread and then the event loop); :class:`MessageReader` reads a whole message
+on one thread of its own, which waits in ``read`` for it, and wakes the event loop once per message.
 
 pygls reports a failed write to the client as an error message *to the client*, through the same stream,
 which fails again: recursively (seen once in a benchmark: the server stuck writing that cascade to a
@@ -57,7 +57,7 @@ CONTENT_LENGTH = re.compile(rb"^Content-Length: (\d+)\r\n$")
 """pygls's pattern for the header that frames a message (its loop parses the same bytes again)."""
 
 WAKE_BYTES = 1 << 16
-"""Read ahead, the event loop is woken even before a message is complete (a stream that never frames one)."""
+"""Header lines this long without their end are handed on before it (a stream that never frames a message)."""
 
 
 class MessageReader:
@@ -122,7 +122,7 @@ class MessageReader:
         while True:
             line = self.stream.readline()
             if not line:
-                self._hand_over(pieces, ended=True, complete=True)
+                self._hand_over(pieces, ended=True)
                 return True
             pieces.append(line)
             if not length and (found := CONTENT_LENGTH.fullmatch(line)):
@@ -130,20 +130,19 @@ class MessageReader:
             if not line.strip():  # the headers' end: the body follows when one was framed
                 body = self.stream.read(length) if length else b""
                 pieces.append(body)
-                self._hand_over(pieces, ended=bool(length) and not body, complete=True)
+                self._hand_over(pieces, ended=bool(length) and not body)
                 return bool(length) and not body
             if sum(map(len, pieces)) > WAKE_BYTES:  # no end of headers in sight: let pygls see them
-                self._hand_over(pieces, ended=False, complete=True)
+                self._hand_over(pieces, ended=False)
                 pieces = []
 
-    def _hand_over(self, pieces: list[bytes], *, ended: bool, complete: bool) -> None:
+    def _hand_over(self, pieces: list[bytes], *, ended: bool) -> None:
+        """Add ``pieces`` to what pygls reads, and wake its loop if it waits."""
         with self._lock:
             for piece in pieces:
                 self._buffer += piece
             self._ended = self._ended or ended
-            waiter = self._waiter if complete else None
-            if waiter is not None:
-                self._waiter = None
+            waiter, self._waiter = self._waiter, None
         if waiter is not None and self._loop is not None:
             with contextlib.suppress(RuntimeError):  # the event loop is closed: the server is ending
                 self._loop.call_soon_threadsafe(_wake, waiter)
