@@ -42,10 +42,10 @@ ONE_THREAD_TOKENS = 24
 """Texts of up to this many tokens (a search query; [CLS] and [SEP] counted) are decoded on one thread.
 
 With two threads, each of a forward pass's ~100 barriers waits for the partner thread, asleep after its
-brief spin (:mod:`.threads`) and, in a virtual machine, on a CPU the host has halted: a 6-token query took
-13-15 ms from a server that had just been busy or idle against 6.4-6.9 ms on one thread, and the one thread
-stayed ahead up to ~20 tokens; longer texts (indexing's chunks) gain from every thread (docs/benchmarks.md,
-"Sixteenth round")."""
+brief spin (:mod:`.threads`) and, in a virtual machine, on a CPU the host has halted: an 8-token query after
+10 ms of other work took 12.2 ms against 5.8 ms on one thread (``benchmarks/bench_query_embed.py``, 2-core
+Zen 3 VM), and over LSP the search p95 fell from 21.5-24.6 to 12.1-16.0 ms; longer texts (indexing's
+chunks) gain from every thread (docs/benchmarks.md, "Sixteenth round")."""
 
 _log_callback: Any = None  # keeps the ctypes callback alive for as long as the process runs
 
