@@ -25,6 +25,7 @@ from datetime import date
 
 from mnemo.editor.memory_edits import TextEdit, delete_lines_edit
 from mnemo.markdown.frontmatter import front_matter_end
+from mnemo.markdown.structure import markdown_lines
 from mnemo.secrets import utf16_col
 from mnemo.text.terms import token_set
 from mnemo.workspace.layout import MEMORY_FILES
@@ -35,7 +36,6 @@ LINKED_OVERLAP = 0.3
 """Word overlap enough for two lines inside chunks whose vectors are near-duplicates."""
 _LINE = re.compile(r"^(\s*(?:[-*+]\s+(?:\[[ xX]\]\s+)?|\d+[.)]\s+)?)(.*?)(\s*<!--.*?-->\s*)?$")
 _HEADING = re.compile(r"^ {0,3}#{1,6}(\s|$)")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _STOPWORDS = frozenset(
     [
         "a",
@@ -141,7 +141,8 @@ def memory_lines(path: str, text: str, *, day: date, rank: int) -> list[MemoryLi
     if _LONE_CR.search(text):
         return out
     lines = text.split("\n")
-    fence: str | None = None
+    # (a list item in fenced code or a commented-out draft is text, not a memory line)
+    markdown = markdown_lines([lines[0].removeprefix("\ufeff"), *lines[1:]])
     end = front_matter_end(lines)
     for n in range(0 if end is None else end + 1, len(lines)):
         raw = lines[n]
@@ -150,11 +151,7 @@ def memory_lines(path: str, text: str, *, day: date, rank: int) -> list[MemoryLi
         bom = "\ufeff" if n == 0 and raw.startswith("\ufeff") else ""
         line = raw.removesuffix("\r")
         core = line[len(bom) :]
-        marker = _FENCE.match(core)
-        if marker:
-            fence = None if fence and marker.group(1).startswith(fence) else (fence or marker.group(1)[:3])
-            continue
-        if fence is not None or not core.strip() or _HEADING.match(core):
+        if not markdown[n] or not core.strip() or _HEADING.match(core):
             continue
         m = _LINE.match(core)
         if m is None:

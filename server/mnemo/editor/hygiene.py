@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mnemo.index.nearest_across import nearest_across_vectors
+from mnemo.markdown.structure import markdown_lines
 from mnemo.memory.reading import LINE_END, editor_lines
 from mnemo.secrets import SecretFinding, scan_text, utf16_col
 from mnemo.workspace.layout import MEMORY_FILES
@@ -226,7 +227,6 @@ def _normalised(vectors: Sequence[np.ndarray]) -> np.ndarray:
 # -- links -----------------------------------------------------------------------------------------
 _MD_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _WIKI_LINK = re.compile(r"\[\[([^\]\n|#]+)(?:#[^\]\n|]*)?(?:\|[^\]\n]*)?\]\]")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
@@ -262,16 +262,9 @@ def resolve_wikilink(name: str, known: Set[str]) -> str | None:
 def link_problems(path: str, text: str, known: Set[str]) -> list[Problem]:
     """Links to memory files that do not exist (``known``: every memory file in the workspace)."""
     out = []
-    fence: str | None = None
-    for n, line in enumerate(editor_lines(text)):
-        marker = _FENCE.match(line)
-        if marker:
-            if fence is None:
-                fence = marker.group(1)[0] * 3
-            elif marker.group(1).startswith(fence):
-                fence = None
-            continue
-        if fence is not None or "[" not in line:
+    lines = editor_lines(text)
+    for n, (line, markdown) in enumerate(zip(lines, markdown_lines(lines), strict=True)):
+        if not markdown or "[" not in line:  # (a link in fenced code or an HTML comment is text)
             continue
         for m in _MD_LINK.finditer(line):
             resolved = resolve_link(path, m.group(1), known)

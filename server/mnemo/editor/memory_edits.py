@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mnemo.markdown.structure import markdown_lines
 from mnemo.memory.reading import editor_lines, line_end_of
 from mnemo.secrets import scan_text, utf16_col
 
 PLACEHOLDER = "<redacted:{rule_id}>"
 _H2 = re.compile(r" {0,3}##[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _ANY_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]|$)")
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 
 
 @dataclass(frozen=True)
@@ -51,21 +51,18 @@ def redact_edits(path: str, text: str, first_line: int, last_line: int) -> list[
 def sections(memory_text: str) -> list[Section]:
     """The ``##`` sections of MEMORY.md and where new lines go in each (after its last non-blank line)."""
     lines = editor_lines(memory_text)
+    markdown = markdown_lines(lines)  # (a heading in fenced code or an HTML comment is text)
     found: list[tuple[str, int]] = []
-    fence = False
     for n, line in enumerate(lines):
-        if _FENCE.match(line):
-            fence = not fence
-        elif not fence:
-            m = _H2.match(line)
-            if m:
-                found.append((m.group(1), n))
+        m = _H2.match(line) if markdown[n] else None
+        if m:
+            found.append((m.group(1), n))
     out = []
     for i, (title, start) in enumerate(found):
         end = found[i + 1][1] if i + 1 < len(found) else len(lines)
         # A deeper or shallower heading inside the span ends the section's own text only for "#".
         for n in range(start + 1, end):
-            m = _ANY_HEADING.match(lines[n])
+            m = _ANY_HEADING.match(lines[n]) if markdown[n] else None
             if m and len(m.group(1)) == 1:
                 end = n
                 break

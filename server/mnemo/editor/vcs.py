@@ -20,6 +20,7 @@ from pathlib import Path
 
 from mnemo.editor.vcs_git import GitFailed, InertGit, RepoPaths, UnsafeRepository
 from mnemo.errors import MnemoError
+from mnemo.markdown.structure import markdown_lines
 from mnemo.secrets import scan_text
 from mnemo.workspace.layout import MEMORY_FILES, FileKind, Workspace
 
@@ -125,7 +126,6 @@ def open_repo(root: Path, *, init_repo: bool = False) -> Repo:
 
 
 _HEADING = re.compile(r" {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 
 
 def sections(text: str) -> dict[str, str]:
@@ -133,11 +133,9 @@ def sections(text: str) -> dict[str, str]:
     out: dict[str, list[str]] = {}
     stack: list[tuple[int, str]] = []
     current = ""
-    fence = False
-    for line in text.splitlines():
-        if _FENCE.match(line):
-            fence = not fence
-        m = None if fence else _HEADING.match(line)
+    lines = text.splitlines()
+    for line, markdown in zip(lines, markdown_lines(lines), strict=True):
+        m = _HEADING.match(line) if markdown else None  # (in fenced code or an HTML comment: text)
         if m:
             level = len(m.group(1))
             stack = [(lv, h) for lv, h in stack if lv < level] + [(level, f"{m.group(1)} {m.group(2)}")]
