@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import date
 
 import pytest
 from tests.conftest import local_model_services
@@ -285,3 +286,31 @@ def test_newest_version_first_decided_on_the_answering_line(issue20: Services) -
     payments = issue20.memory.search("what did we decide about the payments database")
     assert _paths(payments)[0] == "memory/2026-11-22.md"
     assert not payments.results[0].parts.superseded
+
+
+def test_a_note_dated_in_the_future_supersedes_nothing(make_workspace) -> None:  # type: ignore[no-untyped-def]
+    """A daily note for a day to come is a plan (or a date typed wrong): the decision true today stays
+    first and unmarked; once that day is past, the later note supersedes as any other."""
+    notes = {
+        path: ISSUE20_NOTES[path]
+        for path in ("memory/2026-06-26.md", "memory/2026-07-19.md", "memory/tools.md")
+    }
+    notes["memory/2026-09-15.md"] = (
+        "# 2026-09-15\n\n## Decisions\n\n- Planning the offsite agenda with Ines.\n"
+        "- Final decision: we are moving the billing database to CockroachDB.\n- Book the venue.\n"
+    )
+    s = build_services(make_workspace(notes), provider="none")
+    try:
+        s.memory.sync()
+        query = "what did we decide about the billing database"
+        outcome = s.memory.search(query, today=date(2026, 8, 1))  # the plan is six weeks ahead
+        by_path = {h.path: h for h in outcome.results}
+        current = by_path["memory/2026-07-19.md"].parts
+        assert not current.superseded and not any("09-15" in r for r in current.reasons), current.reasons
+        assert "superseded by memory/2026-07-19.md#L6" in by_path["memory/2026-06-26.md"].parts.reasons
+        later = s.memory.search(query, today=date(2026, 10, 1), min_score=0.0)  # and once it is past
+        by_path = {h.path: h for h in later.results}
+        assert later.results[0].path == "memory/2026-09-15.md", _paths(later)
+        assert "superseded by memory/2026-09-15.md#L6" in by_path["memory/2026-07-19.md"].parts.reasons
+    finally:
+        s.close()

@@ -228,7 +228,7 @@ class HybridSearcher:
             for c in cands
         }
         foci, weights = _foci(cands, query)
-        supersedes = self._supersedes(cands, foci, weights) if s.decay == "supersede" else {}
+        supersedes = self._supersedes(cands, foci, weights, today) if s.decay == "supersede" else {}
         by_id = {c.chunk_id: c for c in cands}
         hits: dict[int, SearchHit] = {}
         undemoted: dict[int, float] = {}
@@ -289,11 +289,13 @@ class HybridSearcher:
         cands: list[_Candidate],
         foci: dict[int, lines.Focus | None],
         weights: dict[str, float],
+        today: date,
     ) -> dict[int, int]:
         """chunk id of a dated memory -> chunk id of the newest newer one whose line answering the query
         is a later version of the same statement (:func:`mnemo.search.lines.updates`), however relevant
-        the rest of its chunk is."""
-        days = {c.chunk_id: c.row.day for c in cands if c.row.day is not None}
+        the rest of its chunk is. A note dated after ``today`` supersedes nothing: it is a plan (or a
+        date typed wrong), not what is true now."""
+        days = {c.chunk_id: c.row.day for c in cands if c.row.day is not None and c.row.day <= today}
         dated = sorted((c for c in cands if c.chunk_id in days), key=lambda c: days[c.chunk_id], reverse=True)
         out: dict[int, int] = {}
         # Against the notes' best line: a transcript that repeats the question word for word is no yardstick.
