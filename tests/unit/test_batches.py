@@ -53,10 +53,10 @@ def _view_rows(monkeypatch: pytest.MonkeyPatch, bulk_rows: int, rows: list[tuple
     missing = [i % 4 == 1 for i in range(len(rows))]
     fixed = VectorColumn(matrix, missing=missing)
     listed = VectorColumn(matrix, missing=[i % 5 == 2 for i in range(len(rows))], fixed=False)
-    with batch_view(con, "b", row_columns(rows, COLUMNS), ("v", fixed)):
+    with batch_view(con, "b", row_columns(rows, COLUMNS), ("v", fixed), build=True):
         kinds = [r[1] for r in con.execute("DESCRIBE b").fetchall()]  # (binds the view, reads no row)
         got = con.execute("SELECT * FROM b").fetchall()
-    with batch_view(con, "c", {"id": ("BIGINT", [r[0] for r in rows])}, ("e", listed)):
+    with batch_view(con, "c", {"id": ("BIGINT", [r[0] for r in rows])}, ("e", listed), build=True):
         kinds += [r[1] for r in con.execute("DESCRIBE c").fetchall()]
         got += con.execute("SELECT id, e FROM c").fetchall()
     assert not con.execute("SELECT * FROM duckdb_views() WHERE view_name IN ('b', 'c')").fetchall()
@@ -184,11 +184,11 @@ def test_a_batch_read_twice_is_a_table_when_it_goes_through_arrow(monkeypatch: p
     monkeypatch.setattr(batches, "BULK_ROWS", 1)
     con = duckdb.connect()
     columns = {"id": ("BIGINT", [1, 2, 3])}
-    with batch_view(con, "b", columns, read_once=False):
+    with batch_view(con, "b", columns, read_once=False, build=True):
         assert con.execute("SELECT sum(id) FROM b").fetchone() == (6,)
         assert con.execute("SELECT count(*) FROM b").fetchone() == (3,)
     assert not con.execute("SELECT * FROM duckdb_tables() WHERE table_name = 'b'").fetchall()
-    with batch_view(con, "b", columns):
+    with batch_view(con, "b", columns, build=True):
         assert con.execute("SELECT sum(id) FROM b").fetchone() == (6,)
         with pytest.raises(duckdb.InvalidInputException, match="consumed"):
             con.execute("SELECT count(*) FROM b")

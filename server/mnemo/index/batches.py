@@ -2,10 +2,10 @@
 
 An insert of many rows reads them from a relation (one statement, not one per row). DuckDB scans NumPy
 arrays natively, but converts Python strings one by one (~50 µs a 1 KB text), while Arrow converts a
-whole column at once. Importing pyarrow adds to the process for good, though, so a running server's
-writes, which are small (an edit's chunks, a batch of 32 vectors, a search's results), go through NumPy,
-and pyarrow is loaded only by a process that writes :data:`BULK_ROWS` rows or more at once (a full
-build).
+whole column at once. Importing pyarrow adds to the process for good (~24 MB), though, so only a build
+(``build=True``: a new index's files, chunks and metadata) goes through Arrow, from :data:`BULK_ROWS` rows;
+every write to a live index (an edit, new stamps after a checkout, the embedding steps, the retrieval log)
+goes through NumPy however many rows it has, and a language server never loads pyarrow.
 
 Arrow data goes to DuckDB as an Arrow C stream (:func:`arrow_view`), never as a pyarrow object: for one
 of those, DuckDB imports pyarrow's dataset layer with its Parquet, ORC, S3, GCS and Azure modules (~0.05 s
@@ -58,16 +58,16 @@ def batch_view(
     vectors: tuple[str, VectorColumn] | None = None,
     *,
     read_once: bool = True,
-    arrow: bool | None = None,
+    build: bool = False,
 ) -> Iterator[None]:
     """Make ``name`` a temporary view of the rows while the block runs (columns in the given order,
     the vector column last). ``read_once``: the block's statements read it once (an ``INSERT ... SELECT``);
     when they read it more, a large batch becomes a temporary table instead (an Arrow stream is read
-    once). ``arrow``: through Arrow or not whatever the rows (None: from :data:`BULK_ROWS` rows)."""
+    once). ``build``: a build's batch, through Arrow from :data:`BULK_ROWS` rows (see the module's notes)."""
     rows = len(next(iter(columns.values()))[1]) if columns else 0
     if vectors is not None:
         rows = max(rows, len(vectors[1].matrix))
-    bulk = rows >= BULK_ROWS if arrow is None else arrow
+    bulk = build and rows >= BULK_ROWS
     parts, select, sources = (_arrow_parts if bulk else _numpy_parts)(name, columns, vectors)
     kind = "VIEW" if read_once or not bulk else "TABLE"
     for part, value in parts.items():

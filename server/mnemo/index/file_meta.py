@@ -87,7 +87,7 @@ def write_many(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, FileMeta]])
             "type": ("VARCHAR", [m.type for _, m in rows]),
             "day": ("DATE", [m.day for _, m in rows]),
         }
-        with batch_view(con, "staged", columns):
+        with batch_view(con, "staged", columns, build=True):
             con.execute("INSERT INTO file_meta SELECT * FROM staged")
 
 

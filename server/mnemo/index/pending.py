@@ -208,11 +208,7 @@ def fill_vectors(
         con.execute(f"DROP INDEX {HNSW_INDEX}")
         indexed = False
     columns: Columns = {"id": ("BIGINT", [c.id for c in chunks]), "key": ("VARCHAR", [c.key for c in chunks])}
-    # Never through Arrow: a batch is the model's (32 chunks by default), and a server that went through
-    # it once would keep pyarrow loaded (~24 MB).
-    with batch_view(
-        con, "batch", columns, ("embedding", VectorColumn(vectors)), read_once=False, arrow=False
-    ):
+    with batch_view(con, "batch", columns, ("embedding", VectorColumn(vectors)), read_once=False):
         filled = _fill_from_batch(con, dims) if indexed else _update_from_batch(con, dims)
     if not indexed and not still_pending(con, 1):
         indexed = settle_vector_index(con, dims)

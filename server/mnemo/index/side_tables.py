@@ -107,9 +107,7 @@ class SideTables:
         }
         matrix = np.stack([items[d] for d in digests]).astype(np.float32)
         vectors = ("embedding", VectorColumn(matrix, fixed=False))
-        with batch_view(
-            self.con, "cache", columns, vectors, arrow=False
-        ):  # (a model's batch: as pending.fill)
+        with batch_view(self.con, "cache", columns, vectors):
             self.con.execute("INSERT INTO embedding_cache SELECT * FROM cache")
         self._read_ahead.remember(items)
 
@@ -118,9 +116,7 @@ class SideTables:
         """Append search results to ``retrievals`` (values in the table's column order)."""
         if not rows:
             return
-        # Through NumPy however many (short strings): searches in quick succession queue hundreds of rows,
-        # and Arrow would cost the language server ~24 MB of pyarrow's libraries for good.
-        with batch_view(self.con, "batch", row_columns(rows, _RETRIEVAL_COLUMNS), arrow=False):
+        with batch_view(self.con, "batch", row_columns(rows, _RETRIEVAL_COLUMNS)):
             self.con.execute("INSERT INTO retrievals SELECT * FROM batch")
 
     def retrieval_table(self) -> pa.Table:

@@ -312,7 +312,7 @@ class ChunkStore(Transactions, SideTables):
             self._build_open = True
         self.insert_chunks(staged.rows, vectors, live=False, pending=staged.pending)
         self._rows_written(files=True)
-        with batch_view(self.con, "staged", row_columns(staged.files, FILE_COLUMNS)):
+        with batch_view(self.con, "staged", row_columns(staged.files, FILE_COLUMNS), build=True):
             self.con.execute("INSERT INTO files SELECT * FROM staged")
         file_meta.write_many(self.con, staged.metas)
 
@@ -336,9 +336,7 @@ class ChunkStore(Transactions, SideTables):
         if self.identity.dims > 0:
             assert vectors is not None and vectors.shape == (len(rows), self.identity.dims)
             embedding = ("embedding", VectorColumn(vectors, missing=pending))
-        # A live index's inserts (an edit, a sync of changed files: a process that keeps running) never
-        # go through Arrow, which would stay loaded (~24 MB); a build's may.
-        with batch_view(self.con, "batch", columns, embedding, arrow=False if live else None):
+        with batch_view(self.con, "batch", columns, embedding, build=not live):
             self.con.execute("INSERT INTO chunks SELECT * FROM batch")
         self._vectors_changed.extend(ids)
         if live:
